@@ -1,0 +1,86 @@
+"""`pimc`: the command-line driver (contract in ARCHITECTURE.md).
+
+Exit codes: 0 success, 1 diagnostics (bad input), 2 usage errors. Bad input
+never shows a Python traceback; an internal error says so and exits 3.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from ..frontend.pipeline import load_spec
+from .show import spec_to_json
+
+
+def _add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a spec value by its dotted path, with units (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="parse and check spec files")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("--no-warnings", action="store_true", help="print errors only")
+    show = sub.add_parser("show", help="print the elaborated IR of a spec")
+    show.add_argument("file", metavar="FILE")
+    show.add_argument("--json", action="store_true", help="print the IR as JSON")
+    _add_set(show)
+    return parser
+
+
+def cmd_check(args) -> int:
+    status = 0
+    for path in args.files:
+        spec, diags = load_spec(path)
+        shown = [d for d in diags.items if d.severity == "error" or not args.no_warnings]
+        if shown:
+            print("\n".join(diags.render(d) for d in sorted(shown, key=lambda d: (d.span.path, d.span.line, d.span.col))),
+                  file=sys.stderr)
+        if diags.errors:
+            status = 1
+            print(f"{path}: {len(diags.errors)} error(s), {len(diags.warnings)} warning(s)", file=sys.stderr)
+        else:
+            print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
+    return status
+
+
+def cmd_show(args) -> int:
+    spec, diags = load_spec(args.file, args.overrides)
+    if diags.items:
+        print(diags.render_all(), file=sys.stderr)
+    if spec is None:
+        return 1
+    data = spec_to_json(spec)
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        for table, items in data.items():
+            if isinstance(items, dict) and items:
+                print(f"{table}: {', '.join(items)}")
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "show": cmd_show}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except KeyboardInterrupt:
+        print("pimc: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:                      # a bug in pimc, not in the spec
+        if os.environ.get("PIMDSL_DEBUG"):
+            raise
+        print(f"pimc: internal error: {type(exc).__name__}: {exc}\n"
+              "  this is a bug in pimc; set PIMDSL_DEBUG=1 for the traceback and report it", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,428 @@
+"""Elaboration of hardware blocks: dram, memory, pim_unit, cpu/gpu/npu, link.
+
+Each builder reads its block through a Reader (which is its schema), computes
+the derived numbers once and runs the block's semantic checks.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir import units as U
+from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramSpec, Link,
+                           Memory, Organization, PimUnit, Processor, Region, RegisterFile,
+                           TimingRule, TimingWindow)
+from ..ir.units import Quantity
+from .diagnostics import SpecError, did_you_mean
+from .nodes import Node
+from .reader import Reader, is_power_of_two, log2_int
+
+FAMILIES = ("ddr3", "ddr4", "ddr5", "lpddr4", "lpddr5", "lpddr5x", "hbm2", "hbm3", "gddr6")
+DTYPES = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
+DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4, "fp8": 8}
+PLACEMENTS = ("bank", "bank_pair", "bank_group", "rank", "buffer_chip", "pseudo_channel", "channel")
+COMMAND_SCOPES = LEVELS + ("bank_pair", "all_banks")
+RULE_SCOPES = LEVELS + ("bank_pair",)
+# Timing parameters the engine itself reads (beyond those that rules name).
+ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP")
+
+
+class HardwareBuilder:
+    """Builds hardware IR from nodes; `el` is the elaborator (cache + evaluator)."""
+
+    def __init__(self, el):
+        self.el = el
+        self.ev = el.ev
+        self.diags = el.diags
+
+    # ---- timing values ----------------------------------------------------
+    def cycles(self, value, tck: float, where, name: str) -> int | None:
+        """A timing value (cycles, a time, or a plain number of cycles) in whole cycles."""
+        if not isinstance(value, Quantity) or value.dims not in (U.CYCLES, U.TIME, U.NONE):
+            got = value.dimension if isinstance(value, Quantity) else "not a number"
+            self.diags.error(f"a time or a cycle count was expected for '{name}', this is {got}", where,
+                             "write e.g. `18 ns` or `22 cycles`")
+            return None
+        if value.dims == U.TIME:
+            # JEDEC rounding: nCK = ceil(t / tCK), forgiving float noise.
+            return int(math.ceil(value.value / tck - 1e-6))
+        if value.dims == U.CYCLES and value.clock:
+            seconds = value.value * self.ev.clock_period(None, value.clock, where)
+            return int(math.ceil(seconds / tck - 1e-6))
+        if not float(value.value).is_integer():
+            self.diags.error(f"'{name}' is {value.value:g} cycles; a cycle count must be whole", where)
+            return None
+        return int(value.value)
+
+    def timing_table(self, owner: Node, tck: float) -> tuple[dict[str, int], Node | None]:
+        """All parameters of the `timing` sub-block, in cycles, without marking them read."""
+        timing = owner.child("timing")
+        out: dict[str, int] = {}
+        if timing is None:
+            return out, None
+        before = set(self.ev.read)
+        for name, stmt in timing.fields.items():
+            try:
+                value = self.ev.member(timing, name)
+            except SpecError:
+                continue
+            n = self.cycles(value, tck, stmt.expr.span, name)
+            if n is not None:
+                out[name] = n
+        self.ev.read.intersection_update(before | {k for k in self.ev.read if k[0] != id(timing)})
+        return out, timing
+
+    def rules(self, owner: Node, tck: float, commands: set[str] | None):
+        rules, windows = [], []
+        holders = [owner] + owner.children_of("rules")
+        for holder in holders:
+            for rule in holder.rules.values():
+                self._check_rule_names(rule.scope, rule.preceding + rule.following, commands, rule.span)
+                n = self._latency(rule.expr, holder, tck)
+                if n is not None:
+                    rules.append(TimingRule(rule.scope, rule.other, rule.preceding, rule.following, n, rule.span))
+            for win in holder.windows.values():
+                self._check_rule_names(win.scope, win.commands, commands, win.span)
+                n = self._latency(win.expr, holder, tck)
+                if n is not None:
+                    windows.append(TimingWindow(win.scope, win.other, win.commands, win.count, n, win.span))
+            if holder is not owner:
+                Reader(self.ev, holder).finish()
+        return tuple(rules), tuple(windows)
+
+    def _latency(self, expr, holder, tck):
+        try:
+            value = self.ev.eval(expr, holder)
+        except SpecError:
+            return None
+        if isinstance(value, Quantity) and value.dims == U.NONE and value.value < 0:
+            self.diags.error("a timing rule's latency cannot be negative", expr.span)
+            return None
+        if not isinstance(value, Quantity):
+            try:
+                self.ev.quantity(expr, holder)
+            except SpecError:
+                pass
+            return None
+        return self.cycles(value, tck, expr.span, "the rule's latency")
+
+    def _check_rule_names(self, scope, names, commands, span):
+        if scope not in RULE_SCOPES:
+            self.diags.error(f"'{scope}' is not a timing-rule scope", span,
+                             did_you_mean(scope, RULE_SCOPES, "scopes"))
+        if commands:
+            for name in names:
+                if name not in commands:
+                    self.diags.error(f"timing rule names the undeclared command '{name}'", span,
+                                     did_you_mean(name, commands, "commands"))
+
+    def commands(self, owner: Node) -> tuple[CommandDecl, ...]:
+        out = []
+        for node in owner.children_of("command"):
+            r = Reader(self.ev, node)
+            out.append(CommandDecl(
+                name=node.name or "?",
+                scope=r.choice("scope", COMMAND_SCOPES, "bank"),
+                args=r.symbols("args", default=()),
+                row_buffer=r.choice("row_buffer", ("mem", "pim", "none"), "mem"),
+                opens=r.flag("opens", False),
+                closes=r.flag("closes", False),
+                reads=r.symbols("reads", default=()),
+                writes=r.symbols("writes", default=()),
+                bus_cycles=r.integer("bus_cycles", 1, minimum=0),
+                data_cycles=r.integer("data_cycles", 0, minimum=0),
+                refresh=r.flag("refresh", False),
+                span=node.span))
+            r.finish()
+        return tuple(out)
+
+    # ---- dram -------------------------------------------------------------
+    def dram(self, node: Node) -> DramSpec:
+        r = Reader(self.ev, node)
+        clock = r.quantity("clock", U.FREQUENCY) or 1.0
+        rate = r.quantity("data_rate", U.DATA_RATE) or 1.0
+        tck = 1.0 / clock
+        org_node = r.block("organization")
+        if org_node is None:
+            r.fail(f"{node.label} needs an `organization {{ ... }}` block")
+            org_node = Node("organization", None, node.span, node)
+        org = self.organization(org_node, {})
+        timing, timing_node = self.timing_table(node, tck)
+        r.blocks_asked.add("timing")
+        commands = self.commands(node)
+        r.blocks_asked.update(("command", "rules"))
+        names = {c.name for c in commands} or None
+        rules, windows = self.rules(node, tck, names)
+        for engine_name in ENGINE_TIMINGS:
+            if timing_node is not None and engine_name in timing_node.fields:
+                self.ev.read.add((id(timing_node), engine_name))
+        read_latency = self._derived_latency(r, "read_latency", ("tCL", "tBL"), timing, tck)
+        write_latency = self._derived_latency(r, "write_latency", ("tCWL", "tBL"), timing, tck)
+        self.check_timing(timing, timing_node or node)
+        spec = DramSpec(
+            name=node.name, base=node.base, family=r.choice("family", FAMILIES),
+            clock_hz=clock, tck_s=tck, data_rate_tps=rate, organization=org,
+            timing_cycles=timing, rules=rules, windows=windows, commands=commands,
+            read_latency_cycles=read_latency, write_latency_cycles=write_latency,
+            refresh_modes=r.symbols("refresh_modes", ("all_bank", "per_bank", "same_bank"), ("all_bank",)),
+            peak_bandwidth_bytes_per_s=rate * org.bus_width_bits / 8,
+            span=node.span)
+        r.finish()
+        return spec
+
+    def _derived_latency(self, r: Reader, name, parts, timing, tck) -> int:
+        if r.has(name):
+            value = r.quantity(name, [U.CYCLES, U.TIME, U.NONE], None, "a time or a cycle count")
+            n = self.cycles(value, tck, r.span(name), name) if value is not None else None
+            return n or 0
+        return sum(timing.get(p, 0) for p in parts)
+
+    def organization(self, node: Node, overrides: dict[str, int]) -> Organization:
+        r = Reader(self.ev, node)
+        get = lambda name, default=1: overrides.get(name) or r.integer(name, default)
+        channels, pcs, ranks = get("channels"), get("pseudo_channels"), get("ranks")
+        groups, banks = get("bank_groups"), get("banks_per_group", None)
+        rows, columns = get("rows", None), get("columns", None)
+        device_width = r.bits("device_width") or 8
+        bus_width = r.bits("bus_width") or 64
+        burst = get("burst_length", None)
+        r.finish()
+        banks, rows, columns, burst = banks or 1, rows or 1, columns or 1, burst or 1
+        if bus_width % device_width:
+            r.fail(f"bus width {bus_width} bit is not a multiple of the device width {device_width} bit",
+                   "bus_width")
+        devices = max(1, bus_width // device_width)
+        row_bytes = columns * device_width * devices // 8
+        access = bus_width * burst // 8
+        if columns % burst:
+            r.fail(f"{columns} columns do not hold a whole number of bursts of {burst}", "columns")
+        capacity = channels * pcs * ranks * groups * banks * rows * row_bytes
+        return Organization(channels, pcs, ranks, groups, banks, rows, columns, device_width, bus_width,
+                            burst, groups * banks, devices, access, row_bytes, max(1, columns // burst),
+                            capacity)
+
+    def check_timing(self, t: dict[str, int], where: Node) -> None:
+        def at(name):
+            stmt = where.fields.get(name)
+            return stmt.span if stmt is not None else where.span
+
+        checks = [
+            ("tRC", ">=", ("tRAS", "tRP"), "a row cycle cannot be shorter than tRAS + tRP"),
+            ("tRAS", ">=", ("tRCD",), "a row must stay open at least until it can be read"),
+            ("tCCD_L", ">=", ("tCCD_S",), "the same-bank-group spacing is the longer one"),
+            ("tRRD_L", ">=", ("tRRD_S",), "the same-bank-group spacing is the longer one"),
+            ("tWTR_L", ">=", ("tWTR_S",), "the same-bank-group spacing is the longer one"),
+            ("tFAW", ">=", ("tRRD_S",), "four activates cannot fit in less than one ACT-to-ACT gap"),
+            ("tREFI", ">=", ("tRFC",), "a refresh must finish before the next is due"),
+        ]
+        for lhs, _, rhs, why in checks:
+            if lhs in t and all(x in t for x in rhs):
+                need = sum(t[x] for x in rhs)
+                if t[lhs] < need:
+                    self.diags.error(f"inconsistent timing: {lhs} = {t[lhs]} cycles < {' + '.join(rhs)} = {need}",
+                                     at(lhs), why)
+
+    # ---- memory -----------------------------------------------------------
+    def memory(self, node: Node) -> Memory:
+        r = Reader(self.ev, node)
+        part_node = r.ref("part", ("dram",))
+        part = self.el.build(part_node) if part_node is not None else None
+        overrides = {k: r.integer(k) for k in ("channels", "ranks", "pseudo_channels") if r.has(k)}
+        count = self.el.count(node, r)
+        if part is None:
+            r.finish()
+            raise SpecError("memory without a part")
+        org = self.organization(part_node.child("organization") or Node("organization", None, part_node.span),
+                                overrides) if overrides else part.organization
+        address_map = r.symbols("address_map", ADDRESS_FIELDS)
+        bits, offset = self.address_bits(r, org, address_map)
+        capacity = org.capacity_bytes
+        if r.has("capacity"):
+            declared = r.bytes("capacity")
+            if declared is not None and declared != capacity:
+                r.fail(f"the organization gives {U.Quantity(capacity, U.BYTES)} "
+                       f"({capacity / 2**30:g} GiB), but capacity says {declared / 2**30:g} GiB",
+                       "capacity", "fix the organization (channels, ranks, rows, ...) or the capacity")
+        controller = self.controller(r.block("controller") or Node("controller", None, node.span, node))
+        regions = self.regions(r, capacity)
+        pim_node = r.ref("pim", ("pim_unit",), None)
+        pim = self.el.build(pim_node) if pim_node is not None else None
+        units = self.pim_units(r, pim, org) if pim else 0
+        memory = Memory(
+            name=node.name, count=count, part=part, organization=org, address_map=address_map,
+            address_bits=bits, offset_bits=offset,
+            interleave_bytes=r.bytes("interleave", org.access_bytes),
+            capacity_bytes=capacity,
+            peak_bandwidth_bytes_per_s=part.data_rate_tps * org.bus_width_bits / 8 * org.channels * org.pseudo_channels,
+            controller=controller, regions=regions, pim=pim, pim_units=units, span=node.span)
+        r.finish()
+        return memory
+
+    def address_bits(self, r: Reader, org: Organization, fields: tuple[str, ...]):
+        sizes = {"channel": org.channels, "pseudo_channel": org.pseudo_channels, "rank": org.ranks,
+                 "bank_group": org.bank_groups, "bank": org.banks_per_group, "row": org.rows,
+                 "column": org.bursts_per_row}
+        offset = log2_int(org.access_bytes)
+        if not fields:
+            return {}, offset
+        for name in set(fields):
+            if fields.count(name) > 1:
+                r.fail(f"'{name}' appears {fields.count(name)} times in the address map", "address_map")
+        missing = [f for f, n in sizes.items() if n > 1 and f not in fields]
+        if missing:
+            r.fail(f"the address map has no field for {', '.join(missing)}, but the organization has "
+                   + ", ".join(f"{sizes[m]} {m}s" for m in missing), "address_map",
+                   "list every level with more than one unit, most significant first")
+        out, low = {}, offset
+        for name in reversed(fields):
+            n = sizes[name]
+            if not is_power_of_two(n):
+                r.fail(f"the address map needs a power of two {name}s, the organization has {n}", "address_map")
+            width = log2_int(n)
+            out[name] = (low, width)
+            low += width
+        return out, offset
+
+    def controller(self, node: Node) -> Controller:
+        r = Reader(self.ev, node)
+        out = Controller(
+            scheduler=r.choice("scheduler", ("fcfs", "frfcfs", "frfcfs_rowhit"), "frfcfs"),
+            read_queue_depth=r.integer("read_queue_depth", 32),
+            write_queue_depth=r.integer("write_queue_depth", 32),
+            page_policy=r.choice("page_policy", ("open", "closed"), "open"),
+            refresh=r.choice("refresh", ("none", "all_bank", "per_bank"), "all_bank"),
+            row_hit_cap=r.integer("row_hit_cap", 4),
+            write_drain_high=r.number("write_drain_high", 0.8),
+            write_drain_low=r.number("write_drain_low", 0.2))
+        r.finish()
+        return out
+
+    def regions(self, r: Reader, capacity: int) -> tuple[Region, ...]:
+        out, cursor = [], 0
+        for node in r.blocks("region"):
+            rr = Reader(self.ev, node)
+            size = rr.bytes("size")
+            offset = rr.bytes("offset", cursor)
+            region = Region(node.name or "?", offset or 0, size or 0,
+                            rr.flag("cacheable", True),
+                            rr.choice("layout", ("host_friendly", "pim_aware"), "host_friendly"),
+                            rr.symbols("holds", ("weights", "kv_cache", "buffers", "activations", "code"), ()),
+                            node.span)
+            rr.finish()
+            if region.offset_bytes + region.size_bytes > capacity:
+                self.diags.error(f"region '{region.name}' ends at {(region.offset_bytes + region.size_bytes) / 2**30:g} GiB, "
+                                 f"past the memory's {capacity / 2**30:g} GiB", node.span,
+                                 "shrink the region or the regions before it")
+            for other in out:
+                if region.offset_bytes < other.offset_bytes + other.size_bytes and \
+                        other.offset_bytes < region.offset_bytes + region.size_bytes:
+                    self.diags.error(f"region '{region.name}' overlaps region '{other.name}'", node.span)
+            out.append(region)
+            cursor = region.offset_bytes + region.size_bytes
+        return tuple(out)
+
+    def pim_units(self, r: Reader, pim: PimUnit, org: Organization) -> int:
+        per_rank = {"bank": org.banks_per_rank, "bank_pair": org.banks_per_rank // 2,
+                    "bank_group": org.bank_groups, "rank": 1, "buffer_chip": 1}
+        problem = None
+        if pim.placement == "bank_group" and org.bank_groups < 2:
+            problem = "bank groups"
+        elif pim.placement == "bank_pair" and org.banks_per_rank % 2:
+            problem = "an even number of banks"
+        elif pim.placement == "pseudo_channel" and org.pseudo_channels < 2:
+            problem = "pseudo-channels"
+        if problem:
+            r.fail(f"PIM unit '{pim.name}' sits per {pim.placement}, but this memory has no {problem}", "pim",
+                   "choose a placement the organization has: " + ", ".join(
+                       p for p in PLACEMENTS if p not in ("bank_group", "pseudo_channel")))
+            return 0
+        units = org.channels * org.pseudo_channels
+        if pim.placement in per_rank:
+            units *= org.ranks * per_rank[pim.placement]
+        return units
+
+    # ---- pim unit ---------------------------------------------------------
+    def pim_unit(self, node: Node) -> PimUnit:
+        r = Reader(self.ev, node)
+        dtype = r.choice("dtype", DTYPES)
+        simd = r.bits("simd_width") or 0
+        clock = r.quantity("clock", U.FREQUENCY, None)
+        tck = 1.0 / clock if clock else 1e-9
+        timing, _ = self.timing_table(node, tck)
+        r.blocks_asked.update(("timing", "command", "rules"))
+        commands = self.commands(node)
+        rules, windows = self.rules(node, tck, {c.name for c in commands} or None)
+        files = []
+        for rf in r.blocks("register_file"):
+            rr = Reader(self.ev, rf)
+            files.append(RegisterFile(rf.name or "?", rr.integer("count"), rr.bits("width") or 0))
+            rr.finish()
+        lanes = simd // DTYPE_BITS.get(dtype, 16) if dtype else 0
+        if dtype and simd % DTYPE_BITS[dtype]:
+            r.fail(f"a {simd}-bit SIMD unit does not hold a whole number of {dtype} lanes", "simd_width")
+        unit = PimUnit(
+            name=node.name, placement=r.choice("placement", PLACEMENTS), simd_width_bits=simd,
+            dtype=dtype, lanes=lanes, row_buffers=r.choice("row_buffers", ("single", "dual"), "single"),
+            register_files=tuple(files), operations=r.symbols("operations", default=()),
+            commands=commands, rules=rules, windows=windows, timing_cycles=timing,
+            global_buffer_bytes=r.bytes("global_buffer", 0), clock_hz=clock, span=node.span)
+        r.finish()
+        return unit
+
+    # ---- processors and links ----------------------------------------------
+    def processor(self, node: Node) -> Processor:
+        r = Reader(self.ev, node)
+        peak = {}
+        peak_node = r.block("peak")
+        if peak_node is not None:
+            pr = Reader(self.ev, peak_node)
+            for dtype in peak_node.fields:
+                if dtype not in DTYPES:
+                    pr.asked.add(dtype)
+                    self.diags.error(f"'{dtype}' is not a datatype", peak_node.fields[dtype].span,
+                                     did_you_mean(dtype, DTYPES, "datatypes"))
+                    continue
+                value = pr.quantity(dtype, U.FLOPS)
+                if value is not None:
+                    peak[dtype] = value
+            pr.finish()
+        caches = []
+        for cache in r.blocks("cache"):
+            cr = Reader(self.ev, cache)
+            caches.append(Cache(cache.name or "?", cr.bytes("size"), cr.flag("shared", False)))
+            cr.finish()
+        threads = {}
+        threads_node = r.block("threads")
+        if threads_node is not None:
+            tr = Reader(self.ev, threads_node)
+            threads = {name: tr.integer(name, minimum=0) for name in threads_node.fields}
+            tr.finish()
+        arrays, vectors = r.block("systolic_array"), r.block("vector_unit")
+        sa = Reader(self.ev, arrays) if arrays is not None else None
+        vu = Reader(self.ev, vectors) if vectors is not None else None
+        out = Processor(
+            name=node.name, kind=node.kind, count=self.el.count(node, r),
+            clock_hz=r.quantity("clock", U.FREQUENCY, None), cores=r.integer("cores", 1),
+            peak_flops=peak, memory_bytes=r.bytes("memory", 0),
+            memory_bandwidth_bytes_per_s=r.quantity("memory_bandwidth", U.BANDWIDTH, 0.0),
+            efficiency=r.number("efficiency", 1.0), caches=tuple(caches), threads=threads,
+            systolic_arrays=sa.integer("count", 1) if sa else 0,
+            systolic_rows=sa.integer("rows") if sa else 0,
+            systolic_cols=sa.integer("cols") if sa else 0,
+            vector_units=vu.integer("count", 1) if vu else 0,
+            vector_width=vu.integer("width") if vu else 0,
+            span=node.span)
+        for sub in (sa, vu):
+            if sub is not None:
+                sub.finish()
+        if not 0 < out.efficiency <= 1:
+            r.fail(f"efficiency must be a fraction in (0, 1], not {out.efficiency:g}", "efficiency")
+        r.finish()
+        return out
+
+    def link(self, node: Node) -> Link:
+        r = Reader(self.ev, node)
+        out = Link(node.name, r.choice("kind", ("pcie", "dimm_link", "nvlink", "cxl", "on_chip", "ethernet", "disk")),
+                   self.el.count(node, r), r.quantity("bandwidth", U.BANDWIDTH) or 0.0,
+                   r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span)
+        r.finish()
+        return out

@@ -1,0 +1,87 @@
+"""Loading: a root spec file and everything it imports, in order.
+
+`import "x.pim";` is resolved relative to the importing file, then against the
+library path (the bundled `specs/` folder, plus PIMDSL_PATH). Import cycles and
+missing files are diagnostics. Each file is read once.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .diagnostics import Diagnostics, SpecError, Span, did_you_mean
+from .resources import specs_dir
+from .syntax import Block, Import, parse_source, read_source
+
+
+@dataclass(frozen=True)
+class Module:
+    path: Path
+    shown: str
+    statements: tuple
+
+
+def library_path() -> list[Path]:
+    extra = [Path(p) for p in os.environ.get("PIMDSL_PATH", "").split(os.pathsep) if p]
+    return extra + [specs_dir()]
+
+
+def display_path(path: Path) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+class Loader:
+    def __init__(self, diags: Diagnostics):
+        self.diags = diags
+        self.modules: dict[Path, Module] = {}
+        self._stack: list[Path] = []
+
+    def load(self, path: Path, at: Span | None = None) -> Module | None:
+        path = path.resolve()
+        if path in self._stack:
+            cycle = " -> ".join(display_path(p) for p in self._stack[self._stack.index(path):] + [path])
+            self.diags.error(f"import cycle: {cycle}", at or Span(display_path(path), 1, 1),
+                             "remove one of the imports; a file may not import itself, even indirectly")
+            return None
+        if path in self.modules:
+            return self.modules[path]
+        shown = display_path(path)
+        try:
+            text = read_source(path, shown, self.diags, at)
+            statements = parse_source(text, shown, self.diags)
+        except SpecError:
+            return None
+        self._stack.append(path)
+        try:
+            for stmt in statements:
+                if isinstance(stmt, Import):
+                    target = self.resolve_import(stmt, path.parent)
+                    if target is not None:
+                        self.load(target, stmt.span)
+        finally:
+            self._stack.pop()
+        module = Module(path, shown, statements)
+        self.modules[path] = module
+        return module
+
+    def resolve_import(self, stmt: Import, here: Path) -> Path | None:
+        for folder in [here] + library_path():
+            candidate = folder / stmt.path
+            if candidate.is_file():
+                return candidate
+        near = []
+        for folder in [here] + library_path():
+            if folder.is_dir():
+                near += [str(p.relative_to(folder)) for p in folder.rglob("*.pim")]
+        self.diags.error(f"cannot find the imported file \"{stmt.path}\"", stmt.span,
+                         did_you_mean(stmt.path, near, "files") +
+                         " (imports are relative to this file, then the bundled specs/)")
+        return None
+
+    def top_level_blocks(self) -> list[Block]:
+        return [s for m in self.modules.values() for s in m.statements if isinstance(s, Block)]

@@ -1,0 +1,364 @@
+"""Syntax: `.pim` text -> a small AST with source spans.
+
+The Lark grammar (grammar/pim.lark, LALR) is generic over block kinds; this
+module only builds the tree and turns Lark's exceptions into diagnostics.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+
+from .diagnostics import Diagnostics, SpecError, Span
+from .resources import grammar_path
+
+
+# ---- expressions ---------------------------------------------------------
+@dataclass(frozen=True)
+class Num:
+    text: str
+    unit: str | None
+    span: Span
+
+
+@dataclass(frozen=True)
+class Ref:
+    parts: tuple[str, ...]
+    span: Span
+
+    @property
+    def dotted(self) -> str:
+        return ".".join(self.parts)
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    args: tuple
+    span: Span
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: str
+    left: object
+    right: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class ListExpr:
+    items: tuple
+    span: Span
+
+
+@dataclass(frozen=True)
+class Str:
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Bool:
+    value: bool
+    span: Span
+
+
+# ---- statements ----------------------------------------------------------
+@dataclass(frozen=True)
+class Import:
+    path: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    expr: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class Assign:
+    name: str
+    expr: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class Rule:
+    other: bool
+    scope: str
+    preceding: tuple[str, ...]
+    following: tuple[str, ...]
+    expr: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class Window:
+    other: bool
+    scope: str
+    count: int
+    commands: tuple[str, ...]
+    expr: object
+    span: Span
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str
+    name: str | None
+    count: object | None
+    base: Ref | None
+    body: tuple
+    span: Span            # the block's header (kind and name)
+
+
+# ---- tree building -------------------------------------------------------
+def _span(path: str, meta_or_token) -> Span:
+    line = getattr(meta_or_token, "line", 0) or 0
+    col = getattr(meta_or_token, "column", 0) or 0
+    end_line = getattr(meta_or_token, "end_line", line)
+    end_col = getattr(meta_or_token, "end_column", None)
+    if end_line != line:
+        end_col = None
+    return Span(path, line, col, end_col)
+
+
+class _Builder(Transformer):
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _s(self, meta):
+        return _span(self.path, meta)
+
+    def start(self, items):
+        return tuple(items)
+
+    @v_args(meta=True)
+    def import_stmt(self, meta, items):
+        return Import(_unquote(items[0]), self._s(meta))
+
+    @v_args(meta=True)
+    def let_stmt(self, meta, items):
+        return Let(str(items[0]), items[1], _span(self.path, items[0]))
+
+    @v_args(meta=True)
+    def assign(self, meta, items):
+        return Assign(str(items[0]), items[1], _span(self.path, items[0]))
+
+    @v_args(meta=True)
+    def block(self, meta, items):
+        kind, name, count, base, body = items
+        header = _span(self.path, name if name is not None else kind)
+        if name is not None:
+            header = Span(self.path, kind.line, kind.column, name.end_column if name.line == kind.line else None)
+        return Block(str(kind), str(name) if name is not None else None, count, base,
+                     body if body is not None else (), header)
+
+    def count(self, items):
+        return items[0]
+
+    def body(self, items):
+        return tuple(items)
+
+    @v_args(meta=True)
+    def rule_stmt(self, meta, items):
+        (other, scope), pre, fol, expr = items
+        return Rule(other, scope, pre, fol, expr, self._s(meta))
+
+    @v_args(meta=True)
+    def window_stmt(self, meta, items):
+        (other, scope), n, cmds, expr = items
+        return Window(other, scope, int(n), cmds, expr, self._s(meta))
+
+    def scope(self, items):
+        return items[0] is not None, str(items[1])
+
+    def names(self, items):
+        return tuple(str(t) for t in items)
+
+    @v_args(meta=True)
+    def quantity(self, meta, items):
+        return Num(str(items[0]), str(items[1]) if items[1] is not None else None, self._s(meta))
+
+    @v_args(meta=True)
+    def dotted(self, meta, items):
+        return Ref(tuple(str(t) for t in items), self._s(meta))
+
+    @v_args(meta=True)
+    def call(self, meta, items):
+        name, *args = items
+        return Call(str(name), tuple(a for a in args if a is not None), self._s(meta))
+
+    @v_args(meta=True)
+    def list(self, meta, items):
+        return ListExpr(tuple(i for i in items if i is not None), self._s(meta))
+
+    @v_args(meta=True)
+    def string(self, meta, items):
+        return Str(_unquote(items[0]), self._s(meta))
+
+    @v_args(meta=True)
+    def true(self, meta, items):
+        return Bool(True, self._s(meta))
+
+    @v_args(meta=True)
+    def false(self, meta, items):
+        return Bool(False, self._s(meta))
+
+    @v_args(meta=True)
+    def neg(self, meta, items):
+        return Neg(items[0], self._s(meta))
+
+    def _bin(op):
+        @v_args(meta=True)
+        def f(self, meta, items):
+            return BinOp(op, items[0], items[1], self._s(meta))
+        return f
+
+    add, sub, mul, div, pow = _bin("+"), _bin("-"), _bin("*"), _bin("/"), _bin("^")
+
+
+def _unquote(token) -> str:
+    return bytes(str(token)[1:-1], "utf-8").decode("unicode_escape", errors="replace")
+
+
+@lru_cache(maxsize=None)
+def _parser(start: str) -> Lark:
+    return Lark(grammar_path().read_text(), parser="lalr", start=start,
+                propagate_positions=True, maybe_placeholders=True)
+
+
+_TOKEN_WORDS = {
+    "SEMICOLON": "';'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "NAME": "a name",
+    "NUMBER": "a number", "STRING": "a string", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
+    "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "UNIT": "a unit", "INT": "an integer",
+    "__ANON_0": "'->'", "DOT": "'.'", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
+    "SLASH": "'/'", "CIRCUMFLEX": "'^'", "$END": "the end of the file", "OTHER": "'other'",
+}
+
+
+def _describe_expected(expected) -> str:
+    words = sorted({_TOKEN_WORDS.get(e, e.lower().strip('"')) for e in expected})
+    return ", ".join(words[:8]) + (", ..." if len(words) > 8 else "")
+
+
+MAX_SOURCE_BYTES = 8 * 1024 * 1024
+MAX_NESTING = 200
+_COMMENT_OR_STRING = re.compile(r'"([^"\\\n]|\\.)*"|//[^\n]*|#[^\n]*|/\*(.|\n)*?\*/')
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest bracket nesting, so that pathological input gets a diagnostic, not a crash."""
+    depth = deepest = 0
+    for ch in _COMMENT_OR_STRING.sub("", text):
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
+
+def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start"):
+    """Parse `.pim` text; on a syntax error record a diagnostic and raise SpecError."""
+    diags.sources[path] = text
+    if len(text) > MAX_SOURCE_BYTES:
+        raise diags.error("file too large for a spec (over 8 MiB)", Span(path, 1, 1),
+                          "split the spec into files joined with `import`")
+    if "\x00" in text:
+        raise diags.error("this is not a text file (it holds NUL bytes)", Span(path, 1, 1),
+                          "pimc reads .pim spec files written as UTF-8 text")
+    depth = _bracket_depth(text)
+    if depth > MAX_NESTING:
+        raise diags.error(f"the spec nests brackets {depth} deep (at most {MAX_NESTING})",
+                          Span(path, 1, 1), "flatten the deepest expression or block")
+    try:
+        tree = _parser(start).parse(text)
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, text, path, diags) from None
+    except RecursionError:
+        raise diags.error("the spec is nested too deeply to parse", Span(path, 1, 1),
+                          "flatten the deepest expression or block") from None
+    old = sys.getrecursionlimit()
+    try:
+        sys.setrecursionlimit(max(old, 10000))
+        return _Builder(path).transform(tree)
+    except (RecursionError, VisitError) as exc:
+        raise diags.error("the spec is nested too deeply to read", Span(path, 1, 1),
+                          "flatten the deepest expression or block") from None
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _syntax_error(exc: UnexpectedInput, text: str, path: str, diags: Diagnostics) -> SpecError:
+    line, col = max(exc.line, 1) if exc.line else 1, max(exc.column, 1) if exc.column else 1
+    if isinstance(exc, UnexpectedCharacters):
+        ch = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else "?"
+        hint = "quote file paths (\"...\"); comments start with // or #"
+        if ch == ";" or ch == "=":
+            hint = "a statement is `name = value;` inside a block `kind name { ... }`"
+        return diags.error(f"unexpected character {ch!r}", Span(path, line, col), hint)
+    expected = getattr(exc, "expected", None) or getattr(exc, "accepts", None) or set()
+    token = getattr(exc, "token", None)
+    if token is None or token.type == "$END":
+        return diags.error("unexpected end of file", Span(path, line, col),
+                           f"expected {_describe_expected(expected)}; is a '}}' or ';' missing?")
+    if "SEMICOLON" in expected and token.type in ("NAME", "UNIT", "RBRACE", "OTHER", "NUMBER"):
+        # The statement before the token is missing its terminator: point at its end.
+        prev = _previous_token_end(text, token)
+        return diags.error("missing ';' at the end of the statement", Span(path, prev[0], prev[1]),
+                           "end every `name = value` with ';'")
+    if token.type == "UNIT" or (token.type == "NAME" and "UNIT" in expected):
+        return diags.error(f"unexpected {token!s}", _span(path, token),
+                           "a unit follows a number directly, as in `22 cycles` or `8 GB/s`")
+    return diags.error(f"unexpected {_word(token)}", _span(path, token),
+                       f"expected {_describe_expected(expected)}")
+
+
+def _word(token: Token) -> str:
+    if token.type in ("NAME", "NUMBER", "INT", "STRING", "UNIT"):
+        return f"{_TOKEN_WORDS.get(token.type, token.type)} '{token}'"
+    return f"'{token}'"
+
+
+def _previous_token_end(text: str, token: Token) -> tuple[int, int]:
+    pos = token.start_pos - 1
+    while pos > 0 and text[pos].isspace():
+        pos -= 1
+    line = text.count("\n", 0, pos) + 1
+    col = pos - (text.rfind("\n", 0, pos) + 1) + 2
+    return line, col
+
+
+def read_source(path: Path, shown: str, diags: Diagnostics, at: Span | None = None) -> str:
+    """Read a spec file as text, or record why it cannot be read."""
+    where = at or Span(shown, 1, 1)
+    try:
+        data = path.read_bytes()
+    except IsADirectoryError:
+        raise diags.error(f"'{shown}' is a directory, not a spec file", where) from None
+    except OSError as exc:
+        raise diags.error(f"cannot read '{shown}': {exc.strerror or exc}", where,
+                          "check the path; imports are relative to the importing file") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        diags.sources.setdefault(shown, "")
+        raise diags.error(f"this is not a UTF-8 text file (bad byte at offset {exc.start})",
+                          Span(shown, 1, 1), "pimc reads .pim spec files written as UTF-8 text") from None

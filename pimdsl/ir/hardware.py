@@ -1,0 +1,206 @@
+"""Hardware IR: DRAM standards and parts, memories, PIM units, processors, links.
+
+Frozen dataclasses, each with the source span of its declaration. Field
+names carry their unit (`_s`, `_hz`, `_bytes`, `_cycles`), so the JSON
+export (`pimc show --json`) names every unit. Derived numbers (page size,
+capacity, peak bandwidth, address bit widths) are computed once, in the
+elaborator, and stored here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..frontend.diagnostics import Span
+
+# DRAM hierarchy levels, outermost first. A timing rule's scope is one of these.
+LEVELS = ("channel", "pseudo_channel", "rank", "bank_group", "bank")
+# Fields an address map orders (MSB first in the spec).
+ADDRESS_FIELDS = ("channel", "pseudo_channel", "rank", "bank_group", "bank", "row", "column")
+
+
+@dataclass(frozen=True)
+class Organization:
+    channels: int
+    pseudo_channels: int          # per channel (HBM); 1 elsewhere
+    ranks: int                    # per channel (or pseudo-channel)
+    bank_groups: int              # per rank
+    banks_per_group: int
+    rows: int                     # per bank
+    columns: int                  # device columns per row (device_width bits each)
+    device_width_bits: int
+    bus_width_bits: int           # data bus of one channel (or pseudo-channel)
+    burst_length: int
+    # derived
+    banks_per_rank: int
+    devices_per_rank: int
+    access_bytes: int             # one burst on the bus
+    row_bytes: int                # one row across the devices of a rank (the page)
+    bursts_per_row: int
+    capacity_bytes: int           # all channels
+
+
+@dataclass(frozen=True)
+class TimingRule:
+    """At `scope`, after any of `preceding`, any of `following` waits `cycles`.
+    `other` applies it between different units at that scope (another rank)."""
+    scope: str
+    other: bool
+    preceding: tuple[str, ...]
+    following: tuple[str, ...]
+    cycles: int
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class TimingWindow:
+    """At most `count` of `commands` within any `cycles` window at `scope` (tFAW)."""
+    scope: str
+    other: bool
+    commands: tuple[str, ...]
+    count: int
+    cycles: int
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class CommandDecl:
+    """A DRAM or PIM command as data: what it touches and how long it holds the bus."""
+    name: str
+    scope: str                    # bank, bank_pair, bank_group, all_banks, rank, channel
+    args: tuple[str, ...]
+    row_buffer: str               # mem, pim or none
+    opens: bool
+    closes: bool
+    reads: tuple[str, ...]        # e.g. (row,), (row, global_buffer)
+    writes: tuple[str, ...]
+    bus_cycles: int               # command-bus occupancy
+    data_cycles: int              # data-bus occupancy (bursts)
+    refresh: bool
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class DramSpec:
+    name: str
+    base: str | None
+    family: str
+    clock_hz: float               # command clock (CK)
+    tck_s: float
+    data_rate_tps: float          # transfers per second per pin
+    organization: Organization
+    timing_cycles: dict[str, int]
+    rules: tuple[TimingRule, ...]
+    windows: tuple[TimingWindow, ...]
+    commands: tuple[CommandDecl, ...]
+    read_latency_cycles: int      # RD command to the end of its data
+    write_latency_cycles: int
+    refresh_modes: tuple[str, ...]
+    peak_bandwidth_bytes_per_s: float   # one channel (or pseudo-channel)
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Controller:
+    scheduler: str                # fcfs, frfcfs, frfcfs_rowhit
+    read_queue_depth: int
+    write_queue_depth: int
+    page_policy: str              # open, closed
+    refresh: str                  # none, all_bank, per_bank
+    row_hit_cap: int              # FR-FCFS: row hits served before a waiting miss
+    write_drain_high: float       # write-buffer fill that starts a drain
+    write_drain_low: float
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    offset_bytes: int
+    size_bytes: int
+    cacheable: bool
+    layout: str                   # host_friendly, pim_aware
+    holds: tuple[str, ...]        # weights, kv_cache, buffers, activations
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class RegisterFile:
+    name: str
+    count: int
+    width_bits: int
+
+
+@dataclass(frozen=True)
+class PimUnit:
+    name: str
+    placement: str                # bank, bank_pair, bank_group, rank, buffer_chip, channel
+    simd_width_bits: int
+    dtype: str
+    lanes: int                    # derived: SIMD width / dtype width
+    row_buffers: str              # single, dual
+    register_files: tuple[RegisterFile, ...]
+    operations: tuple[str, ...]
+    commands: tuple[CommandDecl, ...]
+    rules: tuple[TimingRule, ...]
+    windows: tuple[TimingWindow, ...]
+    timing_cycles: dict[str, int]
+    global_buffer_bytes: int
+    clock_hz: float | None
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Memory:
+    name: str
+    count: int                    # identical instances (8 NDP-DIMMs)
+    part: DramSpec
+    organization: Organization    # the part's, with this memory's overrides
+    address_map: tuple[str, ...]  # most significant field first
+    address_bits: dict[str, tuple[int, int]]   # field -> (low bit, width)
+    offset_bits: int
+    interleave_bytes: int
+    capacity_bytes: int           # one instance
+    peak_bandwidth_bytes_per_s: float   # one instance, all channels
+    controller: Controller
+    regions: tuple[Region, ...]
+    pim: PimUnit | None
+    pim_units: int                # derived: PIM units in one instance
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cache:
+    name: str
+    size_bytes: int
+    shared: bool
+
+
+@dataclass(frozen=True)
+class Processor:
+    name: str
+    kind: str                     # cpu, gpu, npu
+    count: int
+    clock_hz: float | None
+    cores: int
+    peak_flops: dict[str, float]  # per datatype, FLOP/s
+    memory_bytes: int
+    memory_bandwidth_bytes_per_s: float   # achievable
+    efficiency: float             # fraction of peak a dense kernel reaches
+    caches: tuple[Cache, ...]
+    threads: dict[str, int]       # e.g. gemm and copy threads
+    systolic_arrays: int
+    systolic_rows: int
+    systolic_cols: int
+    vector_units: int
+    vector_width: int
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    kind: str                     # pcie, dimm_link, nvlink, on_chip, ...
+    count: int
+    bandwidth_bytes_per_s: float  # one direction, one instance
+    latency_s: float
+    endpoints: tuple[str, ...]
+    span: Span = field(compare=False, repr=False)

@@ -1,0 +1,107 @@
+"""Model, mapping, workload and system IR."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..frontend.diagnostics import Span
+from .hardware import DramSpec, Link, Memory, PimUnit, Processor
+
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5, "fp8": 1}
+
+
+@dataclass(frozen=True)
+class TensorDecl:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    role: str                     # input, weight, output, activation
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class OpDecl:
+    name: str
+    op: str                       # gemv, gemm, add, softmax, ...
+    inputs: tuple[str, ...]
+    output: str
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    architecture: str             # decoder, encoder, graph
+    source: str | None            # the HuggingFace config.json it was imported from
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_seq_len: int
+    activation: str
+    gated_ffn: bool
+    norm: str
+    tied_embeddings: bool
+    dtype: str
+    # derived
+    parameters: int
+    weight_bytes: int
+    tensors: tuple[TensorDecl, ...]     # graph models
+    ops: tuple[OpDecl, ...]
+    params: dict[str, float]            # graph models' named dimensions
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    name: str
+    strategy: str
+    strategies: tuple[str, ...]
+    placement: dict[str, dict[str, str]]    # phase -> op class -> device
+    params: dict[str, object]
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    batch: int
+    input_len: int
+    output_len: int
+    requests_csv: str | None
+    dataset: str | None
+    distribution: str | None      # fixed, normal, uniform, exponential
+    mean_input_len: float | None
+    mean_output_len: float | None
+    requests: int
+    seed: int
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class System:
+    name: str
+    processors: tuple[Processor, ...]
+    memories: tuple[Memory, ...]
+    links: tuple[Link, ...]
+    model: Model | None
+    mapping: Mapping | None
+    workload: Workload | None
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything one root file (and its imports) declares, elaborated."""
+    root: str
+    drams: dict[str, DramSpec]
+    memories: dict[str, Memory]
+    pim_units: dict[str, PimUnit]
+    processors: dict[str, Processor]
+    links: dict[str, Link]
+    models: dict[str, Model]
+    mappings: dict[str, Mapping]
+    workloads: dict[str, Workload]
+    systems: dict[str, System]
