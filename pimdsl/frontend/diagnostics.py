@@ -82,7 +82,10 @@ class Diagnostics:
 def did_you_mean(name: str, candidates, what: str = "names") -> str:
     """A hint naming the closest candidates, or listing the valid ones."""
     candidates = sorted(set(candidates))
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    same_letters = [c for c in candidates if c.lower() == name.lower()]
+    close = same_letters + [c for c in difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+                            if c not in same_letters]
+    close = close[:3]
     if not close:
         lowered = {c.lower(): c for c in candidates}
         close = [lowered[c] for c in difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.6)]

@@ -229,8 +229,7 @@ class HardwareBuilder:
         overrides = {k: r.integer(k) for k in ("channels", "ranks", "pseudo_channels") if r.has(k)}
         count = self.el.count(node, r)
         if part is None:
-            r.finish()
-            raise SpecError("memory without a part")
+            raise SpecError("memory without a part")     # reported where the part failed
         org = self.organization(part_node.child("organization") or Node("organization", None, part_node.span),
                                 overrides) if overrides else part.organization
         address_map = r.symbols("address_map", ADDRESS_FIELDS)

@@ -8,6 +8,7 @@ from ..ir.units import Quantity
 from ..ir.workload import DTYPE_BYTES, Mapping, Model, OpDecl, System, TensorDecl, Workload
 from .diagnostics import SpecError, did_you_mean
 from .elaborate_hardware import DTYPES
+from .loader import library_path
 from .hf_config import ConfigError, load_hf_config
 from .nodes import Node
 from .reader import MISSING, Reader
@@ -30,11 +31,12 @@ class ModelBuilder:
         imported: dict = {}
         source = r.string("hf_config", None)
         if source is not None:
-            path = Path(node.span.path).parent / source
+            path = self._find(source, Path(node.span.path).parent)
             try:
                 imported = load_hf_config(path)
             except ConfigError as exc:
                 r.fail(str(exc), "hf_config", "give the path of a HuggingFace config.json, relative to this file")
+                raise SpecError(str(exc)) from None      # the missing shape fields follow from this one
         arch = r.choice("architecture", ("decoder", "encoder", "graph"), imported.get("architecture", "decoder"))
         if arch == "graph":
             return self._graph(node, r, arch)
@@ -44,7 +46,9 @@ class ModelBuilder:
 
         layers, hidden, heads = whole("layers"), whole("hidden"), whole("heads")
         kv_heads = whole("kv_heads", heads)
-        ffn, vocab = whole("ffn"), whole("vocab")
+        ffn = whole("ffn")
+        # Encoders such as ViT embed patches, not tokens: no vocabulary.
+        vocab = r.integer("vocab", imported.get("vocab", MISSING if arch == "decoder" else 0), minimum=0)
         head_dim_given = r.has("head_dim") or "head_dim" in imported
         if not head_dim_given and hidden and heads and hidden % heads:
             r.fail(f"hidden = {hidden} is not divisible by heads = {heads}", "hidden" if r.has("hidden") else None,
@@ -69,6 +73,14 @@ class ModelBuilder:
             span=node.span)
         r.finish()
         return model
+
+    @staticmethod
+    def _find(source: str, here: Path) -> Path:
+        """Like imports: relative to the spec file, then the library path."""
+        for folder in [here] + library_path():
+            if (folder / source).is_file():
+                return folder / source
+        return here / source
 
     @staticmethod
     def parameter_count(layers, hidden, heads, kv_heads, head_dim, ffn, vocab, gated, tied) -> int:

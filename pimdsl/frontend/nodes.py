@@ -77,6 +77,7 @@ class ScopeBuilder:
         self.blocks: dict[str, Block] = {}
         self.globals: dict[str, Node] = {}
         self._building: list[str] = []
+        self._failed: set[str] = set()
         for block in blocks:
             if block.name is None:
                 diags.error(f"a top-level '{block.kind}' block needs a name",
@@ -97,10 +98,13 @@ class ScopeBuilder:
     def node(self, name: str) -> Node | None:
         if name in self.globals:
             return self.globals[name]
+        if name in self._failed:
+            return None
         block = self.blocks[name]
         if name in self._building:
-            chain = " : ".join(self._building[self._building.index(name):] + [name])
-            self.diags.error(f"'{name}' derives from itself ({chain})", block.span,
+            cycle = self._building[self._building.index(name):]
+            self._failed.update(cycle)
+            self.diags.error(f"'{name}' derives from itself ({' : '.join(cycle + [name])})", block.span,
                              "a block may not be its own base, even indirectly")
             return None
         self._building.append(name)

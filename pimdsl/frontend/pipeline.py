@@ -21,7 +21,7 @@ def parse_override(text: str, diags: Diagnostics):
                           "e.g. --set workload.batch=8 or --set memory.lp5x.channels=8")
     expr = parse_source(" " * (len(path) + 1) + value, shown, diags, start="expr")
     diags.sources[shown] = text
-    return path.strip(), expr, Span(shown, 1, len(path) + 2)
+    return path.strip(), expr, Span(shown, 1, 1, len(path) + 1)
 
 
 def load_spec(path: str | Path, overrides: list[str] = (), diags: Diagnostics | None = None) -> tuple[Spec | None, Diagnostics]:

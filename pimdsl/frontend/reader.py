@@ -17,6 +17,11 @@ from .nodes import Node
 from .syntax import ListExpr, Ref
 
 MISSING = object()
+FAILED = object()      # the field is there but its value has an error (already reported)
+
+
+def _fallback(default):
+    return None if default is MISSING else default
 
 
 class Reader:
@@ -45,7 +50,7 @@ class Reader:
             return self.ev.member(self.node, name)
         except SpecError:
             self.failed = True
-            return MISSING
+            return FAILED
 
     def _missing(self, name: str, what: str, default):
         if default is MISSING:
@@ -65,6 +70,8 @@ class Reader:
         allowed = dims if isinstance(dims, list) else [dims]
         what = what or U.dimension_name(allowed[0])
         value = self._raw(name)
+        if value is FAILED:
+            return _fallback(default)
         if value is MISSING:
             return self._missing(name, what, default)
         if not isinstance(value, Quantity):
@@ -100,14 +107,16 @@ class Reader:
 
     def bits(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default, "a width in bits (e.g. 64 bit)")
-        return default if value is None or value is default else int(round(value * 8))
+        return value if value is None or value is default else int(round(value * 8))
 
     def bytes(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default)
-        return default if value is None or value is default else int(round(value))
+        return value if value is None or value is default else int(round(value))
 
     def flag(self, name: str, default=MISSING) -> bool:
         value = self._raw(name)
+        if value is FAILED:
+            return _fallback(default)
         if value is MISSING:
             return self._missing(name, "true or false", default)
         if not isinstance(value, bool):
@@ -117,6 +126,8 @@ class Reader:
 
     def string(self, name: str, default=MISSING):
         value = self._raw(name)
+        if value is FAILED:
+            return _fallback(default)
         if value is MISSING:
             return self._missing(name, "a string in quotes", default)
         if not isinstance(value, str):
@@ -208,7 +219,7 @@ class Reader:
         out = {}
         for name in self.node.fields:
             value = self._raw(name)
-            if value is not MISSING:
+            if value is not MISSING and value is not FAILED:
                 out[name] = value
         return out
 

@@ -126,6 +126,9 @@ class Block:
     span: Span            # the block's header (kind and name)
 
 
+_NUMBER_AND_UNIT = re.compile(r"(0x[0-9a-fA-F_]+|[0-9_.]+(?:[eE][+-]?[0-9]+)?)\s*(\S+)?$")
+
+
 # ---- tree building -------------------------------------------------------
 def _span(path: str, meta_or_token) -> Span:
     line = getattr(meta_or_token, "line", 0) or 0
@@ -193,7 +196,8 @@ class _Builder(Transformer):
 
     @v_args(meta=True)
     def quantity(self, meta, items):
-        return Num(str(items[0]), str(items[1]) if items[1] is not None else None, self._s(meta))
+        number, unit = _NUMBER_AND_UNIT.match(str(items[0])).groups()
+        return Num(number, unit, self._s(meta))
 
     @v_args(meta=True)
     def dotted(self, meta, items):
@@ -247,7 +251,7 @@ _TOKEN_WORDS = {
     "SEMICOLON": "';'", "LBRACE": "'{'", "RBRACE": "'}'", "EQUAL": "'='", "NAME": "a name",
     "NUMBER": "a number", "STRING": "a string", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
     "LSQB": "'['", "RSQB": "']'", "COLON": "':'", "UNIT": "a unit", "INT": "an integer",
-    "__ANON_0": "'->'", "DOT": "'.'", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
+    "__ANON_0": "'->'", "QUANTITY": "a number", "DOT": "'.'", "PLUS": "'+'", "MINUS": "'-'", "STAR": "'*'",
     "SLASH": "'/'", "CIRCUMFLEX": "'^'", "$END": "the end of the file", "OTHER": "'other'",
 }
 
@@ -319,20 +323,17 @@ def _syntax_error(exc: UnexpectedInput, text: str, path: str, diags: Diagnostics
     if token is None or token.type == "$END":
         return diags.error("unexpected end of file", Span(path, line, col),
                            f"expected {_describe_expected(expected)}; is a '}}' or ';' missing?")
-    if "SEMICOLON" in expected and token.type in ("NAME", "UNIT", "RBRACE", "OTHER", "NUMBER"):
+    if "SEMICOLON" in expected and token.type in ("NAME", "RBRACE", "OTHER", "QUANTITY"):
         # The statement before the token is missing its terminator: point at its end.
         prev = _previous_token_end(text, token)
         return diags.error("missing ';' at the end of the statement", Span(path, prev[0], prev[1]),
                            "end every `name = value` with ';'")
-    if token.type == "UNIT" or (token.type == "NAME" and "UNIT" in expected):
-        return diags.error(f"unexpected {token!s}", _span(path, token),
-                           "a unit follows a number directly, as in `22 cycles` or `8 GB/s`")
     return diags.error(f"unexpected {_word(token)}", _span(path, token),
                        f"expected {_describe_expected(expected)}")
 
 
 def _word(token: Token) -> str:
-    if token.type in ("NAME", "NUMBER", "INT", "STRING", "UNIT"):
+    if token.type in ("NAME", "QUANTITY", "INT", "STRING"):
         return f"{_TOKEN_WORDS.get(token.type, token.type)} '{token}'"
     return f"'{token}'"
 

@@ -52,6 +52,7 @@ for _p, _f in _DEC.items():
     UNITS[f"{_p}T/s"] = (_f, DATA_RATE)
     UNITS[f"{_p}Hz"] = (_f, FREQUENCY)
 UNITS["kHz"] = UNITS["KHz"]
+UNITS["T"] = (1.0, dim(T=1))
 UNITS["Gb/s"] = UNITS["Gbit/s"]
 for _name, _f in {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9, "ps": 1e-12}.items():
     UNITS[_name] = (_f, TIME)

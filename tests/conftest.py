@@ -1,0 +1,41 @@
+"""Shared test helpers: write a spec snippet to a file and elaborate it."""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pimdsl.frontend.pipeline import load_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def spec_file(tmp_path, monkeypatch):
+    """Returns a function that writes `spec.pim` (dedented) and returns its path."""
+    monkeypatch.chdir(tmp_path)
+
+    def write(text: str, name: str = "spec.pim") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+        return path
+    return write
+
+
+@pytest.fixture
+def elaborate(spec_file):
+    """Elaborates a snippet; returns (spec, diagnostics)."""
+    def run(text: str, overrides=()):
+        path = spec_file(text)
+        return load_spec(path.name, list(overrides))
+    return run
+
+
+@pytest.fixture
+def errors(elaborate):
+    """The rendered error diagnostics of a snippet, in source order."""
+    def run(text: str, overrides=()):
+        spec, diags = elaborate(text, overrides)
+        return [diags.render(d) for d in sorted(diags.errors, key=lambda d: (d.span.line, d.span.col))]
+    return run

@@ -1,0 +1,78 @@
+"""The command-line contract: exit codes, diagnostics on stderr, no tracebacks, JSON on stdout."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import ROOT
+
+
+def pimc(*args, cwd=None):
+    exe = shutil.which("pimc")
+    cmd = [exe] if exe else [sys.executable, "-m", "pimdsl.cli.main"]
+    return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def test_check_ok_and_errors(tmp_path):
+    good = tmp_path / "good.pim"
+    good.write_text("workload w { batch = 2; }\n")
+    bad = tmp_path / "bad.pim"
+    bad.write_text("workload w { batch = 2 ms; }\n")
+    ok = pimc("check", str(good))
+    assert ok.returncode == 0, ok.stderr
+    assert "ok" in ok.stdout
+    fail = pimc("check", str(good), str(bad))
+    assert fail.returncode == 1
+    assert f"{bad}:1:22: error: a whole number was expected for 'batch', this is a time" in fail.stderr
+    assert "Traceback" not in fail.stderr
+
+
+def test_usage_errors_exit_2():
+    assert pimc().returncode == 2
+    assert pimc("check").returncode == 2
+    assert pimc("frobnicate", "x.pim").returncode == 2
+
+
+def test_show_json_with_set(tmp_path):
+    spec = tmp_path / "s.pim"
+    spec.write_text("workload w { batch = 2; input_len = 8; }\n")
+    out = pimc("show", str(spec), "--json", "--set", "workload.batch=32")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["workloads"]["w"]["batch"] == 32
+    assert data["workloads"]["w"]["input_len"] == 8
+
+
+@pytest.mark.parametrize("content", [
+    b"", b"\x00\x01\x02garbage\xff", b"\xff\xfe\xfd", b"workload w {" * 50,
+    b"workload w { batch = " + b"(" * 5000 + b"1" + b")" * 5000 + b"; }",
+    b"workload w { batch = " + b"1+" * 20000 + b"1; }",
+    b"workload w { batch = 99999999999999999999999999999999999999999999999999e999999; }",
+    b"workload w { batch = 0x" + b"f" * 400 + b"; }",
+])
+def test_bad_input_never_gives_a_traceback(tmp_path, content):
+    path = tmp_path / "bad.pim"
+    path.write_bytes(content)
+    result = pimc("check", str(path))
+    assert "Traceback" not in result.stderr
+    assert "internal error" not in result.stderr
+    assert result.returncode in (0, 1)
+    if content.strip() and result.returncode == 1:
+        assert f"{path}:" in result.stderr
+
+
+def test_directory_and_missing_file(tmp_path):
+    for target in (tmp_path, tmp_path / "missing.pim"):
+        result = pimc("check", str(target))
+        assert result.returncode == 1
+        assert "Traceback" not in result.stderr
+
+
+def test_installed_pimc_runs_from_any_directory(tmp_path):
+    """The wheel carries grammar and specs: the bundled library imports from outside the checkout."""
+    spec = tmp_path / "uses_library.pim"
+    spec.write_text('import "dram/ddr4.pim";\nmemory m { part = DDR4_3200; address_map = [row, bank, bank_group, column]; }\n')
+    result = pimc("check", spec.name, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr

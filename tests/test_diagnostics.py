@@ -1,0 +1,185 @@
+"""Each semantic check, with its exact diagnostic text (golden)."""
+import textwrap
+
+DRAM = """
+dram D {
+  family = ddr4; clock = 1600 MHz; data_rate = 3200 MT/s;
+  organization { bank_groups = 4; banks_per_group = 4; rows = 65536; columns = 1024;
+                 device_width = 8 bit; bus_width = 64 bit; burst_length = 8; }
+  timing { tRCD = 22; tRP = 22; tRAS = 52; tRC = tRAS + tRP; }
+  command ACT { scope = bank; opens = true; }
+  command PRE { scope = bank; closes = true; }
+  command RD { scope = bank; reads = [row]; }
+  rules { rule bank: ACT -> RD = tRCD; rule bank: ACT -> PRE = tRAS; rule bank: PRE -> ACT = tRP;
+          rule bank: ACT -> ACT = tRC; }
+}
+"""
+
+
+def golden(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def test_language_md_mistake_1_misspelt_field(errors):
+    assert errors("workload w { batch = 1; inptu_len = 5; }") == [golden("""
+        spec.pim:1:25: error: unknown field 'inptu_len' in workload w
+            workload w { batch = 1; inptu_len = 5; }
+                                    ^^^^^^^^^
+          hint: did you mean 'input_len' or 'mean_input_len'?""")]
+
+
+def test_language_md_mistake_2_wrong_dimension(errors):
+    assert errors("cpu c { peak { fp16 = 1 TFLOPS; } memory_bandwidth = 10 ns; }") == [golden("""
+        spec.pim:1:54: error: a bandwidth was expected for 'memory_bandwidth', this is a time
+            cpu c { peak { fp16 = 1 TFLOPS; } memory_bandwidth = 10 ns; }
+                                                                 ^^^^^
+          hint: write it with a unit of that kind, e.g. 68.264 GB/s""")]
+
+
+def test_language_md_mistake_3_inconsistent_timing(errors):
+    found = errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 60;"))
+    assert found == [golden("""
+        spec.pim:5:44: error: inconsistent timing: tRC = 60 cycles < tRAS + tRP = 74
+              timing { tRCD = 22; tRP = 22; tRAS = 52; tRC = 60; }
+                                                       ^^^
+          hint: a row cycle cannot be shorter than tRAS + tRP""")]
+
+
+def test_language_md_mistake_4_address_map(errors):
+    found = errors(DRAM + "memory m { part = D; address_map = [row, bank, column]; }\n")
+    assert found == [golden("""
+        spec.pim:12:36: error: the address map has no field for bank_group, but the organization has 4 bank_groups
+            memory m { part = D; address_map = [row, bank, column]; }
+                                               ^^^^^^^^^^^^^^^^^^^
+          hint: list every level with more than one unit, most significant first""")]
+
+
+def test_language_md_mistake_5_missing_semicolon(errors):
+    assert errors("workload w {\n  batch = 1\n  input_len = 4;\n}\n") == [golden("""
+        spec.pim:2:12: error: missing ';' at the end of the statement
+              batch = 1
+                       ^
+          hint: end every `name = value` with ';'""")]
+
+
+def first_lines(found):
+    return [f.splitlines()[0] for f in found]
+
+
+def test_unknown_name_did_you_mean(errors):
+    found = errors(DRAM.replace("rule bank: ACT -> RD = tRCD;", "rule bank: ACT -> RD = tRCDD;"))
+    assert first_lines(found) == ["spec.pim:9:34: error: unknown name 'tRCDD'"]
+    assert "hint: did you mean 'tRCD'" in found[0]
+
+
+def test_unknown_reference_did_you_mean(errors):
+    found = errors(DRAM.replace("dram D {", "dram DDR4_base {") + "memory m { part = DDR4_bsae; }\n")
+    assert first_lines(found) == ["spec.pim:12:19: error: unknown dram 'DDR4_bsae'"]
+    assert "did you mean 'DDR4_base'" in found[0]
+
+
+def test_field_set_twice(errors):
+    assert first_lines(errors("workload w { batch = 1; batch = 2; }")) == [
+        "spec.pim:1:25: error: 'batch' is set twice in workload w"]
+
+
+def test_name_declared_twice(errors):
+    assert first_lines(errors("workload w { batch = 1; }\nworkload w { batch = 2; }")) == [
+        "spec.pim:2:1: error: 'w' is declared twice (first as workload at spec.pim:1:1)"]
+
+
+def test_unknown_kind_and_block(errors):
+    assert first_lines(errors("workfload w { batch = 1; }")) == [
+        "spec.pim:1:1: error: unknown kind of block 'workfload'"]
+    assert first_lines(errors("cpu c { peak { fp16 = 1 TFLOPS; } cahce L2 { size = 1 MiB; } }")) == [
+        "spec.pim:1:35: error: a cpu has no 'cahce' block"]
+
+
+def test_wrong_choice(errors):
+    found = errors(DRAM.replace("family = ddr4;", "family = ddr9;"))
+    assert first_lines(found) == ["spec.pim:2:12: error: 'ddr9' is not a valid family"]
+
+
+def test_address_map_power_of_two_and_duplicates(errors):
+    dram = DRAM.replace("bank_groups = 4;", "bank_groups = 3;")
+    found = errors(dram + "memory m { part = D; address_map = [row, bank, bank_group, column]; }\n")
+    assert first_lines(found) == [
+        "spec.pim:12:36: error: the address map needs a power of two bank_groups, the organization has 3"]
+    found = errors(DRAM + "memory m { part = D; address_map = [row, bank, bank_group, column, row]; }\n")
+    assert first_lines(found) == ["spec.pim:12:36: error: 'row' appears 2 times in the address map"]
+
+
+def test_capacity_mismatch(errors):
+    found = errors(DRAM + "memory m { part = D; address_map = [row, bank, bank_group, column]; capacity = 16 GiB; }\n")
+    assert first_lines(found) == [
+        "spec.pim:12:80: error: the organization gives 8589934592 B (8 GiB), but capacity says 16 GiB"]
+
+
+def test_region_overflow_and_overlap(errors):
+    found = errors(DRAM + """memory m { part = D; address_map = [row, bank, bank_group, column];
+  region a { size = 6 GiB; }
+  region b { size = 4 GiB; }
+  region c { offset = 1 GiB; size = 1 GiB; }
+}
+""")
+    assert first_lines(found) == [
+        "spec.pim:14:3: error: region 'b' ends at 10 GiB, past the memory's 8 GiB",
+        "spec.pim:15:3: error: region 'c' overlaps region 'a'"]
+
+
+def test_pim_unit_at_a_level_the_memory_lacks(errors):
+    dram = DRAM.replace("bank_groups = 4;", "bank_groups = 1;")
+    found = errors(dram + """memory m { part = D; address_map = [row, bank, column]; pim = p; }
+pim_unit p { placement = bank_group; simd_width = 256 bit; dtype = fp16; }
+""")
+    assert first_lines(found) == [
+        "spec.pim:12:63: error: PIM unit 'p' sits per bank_group, but this memory has no bank groups"]
+
+
+def test_model_shapes_that_do_not_divide(errors):
+    found = errors("model x { layers = 2; hidden = 100; heads = 3; kv_heads = 2; ffn = 8; vocab = 10; }")
+    assert first_lines(found) == [
+        "spec.pim:1:32: error: hidden = 100 is not divisible by heads = 3",
+        "spec.pim:1:59: error: heads = 3 is not divisible by kv_heads = 2"]
+    assert errors("model x { layers = 2; hidden = 100; heads = 3; head_dim = 32; ffn = 8; vocab = 10; }") == []
+
+
+def test_missing_required_field(errors):
+    assert first_lines(errors("model x { layers = 2; hidden = 64; heads = 2; vocab = 10; }")) == [
+        "spec.pim:1:1: error: model x needs 'ffn' (a whole number)"]
+
+
+def test_value_cycle(errors):
+    assert first_lines(errors("workload w { batch = input_len; input_len = batch; }")) == [
+        "spec.pim:1:14: error: 'batch' depends on itself (batch -> input_len -> batch)"]
+
+
+def test_rule_names_an_undeclared_command(errors):
+    found = errors(DRAM.replace("rule bank: ACT -> RD = tRCD;", "rule bank: ACT -> RDD = tRCD;"))
+    assert first_lines(found) == ["spec.pim:9:11: error: timing rule names the undeclared command 'RDD'"]
+    assert "did you mean 'RD'" in found[0]
+
+
+def test_derivation_errors(errors):
+    assert first_lines(errors("workload a : b { batch = 1; }\nworkload b : a { batch = 2; }")) == [
+        "spec.pim:1:1: error: 'a' derives from itself (a : b : a)"]
+    assert first_lines(errors("workload a { batch = 1; }\nmapping m : a { strategy = x; }")) == [
+        "spec.pim:2:13: error: mapping 'm' cannot derive from workload 'a'"]
+
+
+def test_warnings_for_values_nothing_reads(elaborate):
+    spec, diags = elaborate(DRAM.replace("tRC = tRAS + tRP;", "tRC = tRAS + tRP; tXP = 8;")
+                            + "workload w { let spare = 3; batch = 1; }\n")
+    assert not diags.errors
+    assert sorted(d.message for d in diags.warnings) == [
+        "'spare' is set but nothing reads it",
+        "timing parameter 'tXP' is declared but no timing rule uses it"]
+
+
+def test_all_errors_of_a_file_in_one_run(errors):
+    found = errors("""
+        workload w { batch = 1 ms; inptu_len = 5; }
+        model x { layers = 2; hidden = 100; heads = 3; ffn = 8; vocab = 10; }
+        cpu c { peak { fp16 = 1 TFLOP; } }
+    """)
+    assert len(found) == 4

@@ -1,0 +1,43 @@
+"""Every construct of LANGUAGE.md: each ```pim example elaborates, and its IR matches a golden file.
+
+Regenerate the golden files after an intended change with UPDATE_GOLDEN=1.
+"""
+import json
+import os
+import re
+
+import pytest
+
+from pimdsl.cli.show import spec_to_json
+from pimdsl.frontend.pipeline import load_spec
+
+from .conftest import ROOT
+
+EXAMPLES = re.findall(r"```pim\n(.*?)```", (ROOT / "LANGUAGE.md").read_text(), re.S)
+GOLDEN = ROOT / "tests" / "golden" / "language"
+
+
+def _strip_sources(value):
+    if isinstance(value, dict):
+        return {k: _strip_sources(v) for k, v in value.items() if k not in ("source", "root")}
+    if isinstance(value, list):
+        return [_strip_sources(v) for v in value]
+    return value
+
+
+def test_language_md_has_examples():
+    assert len(EXAMPLES) >= 10
+
+
+@pytest.mark.parametrize("index", range(len(EXAMPLES)))
+def test_example_elaborates_to_golden_ir(index, spec_file):
+    path = spec_file(EXAMPLES[index])
+    spec, diags = load_spec(path.name)
+    assert not diags.errors, diags.render_all()
+    assert not diags.warnings, diags.render_all()
+    ir = _strip_sources(spec_to_json(spec))
+    golden = GOLDEN / f"example_{index:02d}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(json.dumps(ir, indent=1, sort_keys=True) + "\n")
+    assert golden.exists(), f"no golden file {golden.name}; run with UPDATE_GOLDEN=1"
+    assert ir == json.loads(golden.read_text())
