@@ -76,3 +76,24 @@ def test_installed_pimc_runs_from_any_directory(tmp_path):
     spec.write_text('import "dram/ddr4.pim";\nmemory m { part = DDR4_3200; address_map = [row, bank, bank_group, column]; }\n')
     result = pimc("check", spec.name, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
+
+
+def test_show_text_summary_is_rendered_from_the_template(tmp_path):
+    spec = tmp_path / "s.pim"
+    spec.write_text("""
+        gpu g[8] { peak { fp16 = 312 TFLOPS; } }
+        link l { kind = nvlink; bandwidth = 300 GB/s; }
+        model m { layers = 2; hidden = 64; heads = 4; kv_heads = 2; ffn = 256; vocab = 1000; }
+        workload w { batch = 4; input_len = 16; output_len = 8; }
+        mapping p { strategies = [a, b]; strategy = b; }
+        system s { processors = [g]; links = [l]; model = m; workload = w; mapping = p; }
+    """)
+    out = pimc("show", spec.name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "s.pim",
+        "gpu g[8]  fp16 312 TFLOP/s",
+        "link l  nvlink, 300 GB/s",
+        "model m  decoder, 2 layers, hidden 64, 4/2 heads, ffn 256, 0.0002181 B params, fp16",
+        "system s  g; ; model m; strategy b; batch 4, in 16, out 8",
+    ]

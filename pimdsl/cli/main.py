@@ -11,6 +11,7 @@ import os
 import sys
 
 from ..frontend.pipeline import load_spec
+from ..emit.templates import render
 from .show import spec_to_json
 
 
@@ -54,13 +55,10 @@ def cmd_show(args) -> int:
         print(diags.render_all(), file=sys.stderr)
     if spec is None:
         return 1
-    data = spec_to_json(spec)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(spec_to_json(spec), indent=2))
     else:
-        for table, items in data.items():
-            if isinstance(items, dict) and items:
-                print(f"{table}: {', '.join(items)}")
+        print(render("show.txt.j2", spec=spec).rstrip("\n"))
     return 0
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+# Families whose HuggingFace config class defaults tie_word_embeddings to False.
+UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "gptj", "qwen2"}
 ENCODER_TYPES = {"bert", "roberta", "vit", "deberta", "electra", "distilbert"}
 DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "int8": "int8"}
 ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu", "quick_gelu": "gelu"}
@@ -68,8 +70,11 @@ def model_fields(cfg: dict) -> dict:
         "activation": activation if activation in ("gelu", "relu", "silu") else "gelu",
         "gated_ffn": gated,
         "norm": "rmsnorm" if "rms_norm_eps" in cfg else "layernorm",
-        "tied_embeddings": bool(cfg.get("tie_word_embeddings", model_type not in {"llama", "mistral"})),
+        "tied_embeddings": bool(cfg.get("tie_word_embeddings", model_type not in UNTIED_BY_DEFAULT)),
     }
+    if "image_size" in cfg and "patch_size" in cfg and "max_position_embeddings" not in cfg:
+        # ViT: one position per patch plus the class token.
+        out["max_seq_len"] = (int(cfg["image_size"]) // int(cfg["patch_size"])) ** 2 + 1
     if cfg.get("head_dim") is not None:
         out["head_dim"] = cfg["head_dim"]
     dtype = DTYPE_NAMES.get(str(cfg.get("torch_dtype", cfg.get("dtype", ""))))

@@ -1,0 +1,20 @@
+"""jinja2 rendering of everything pimdsl writes (templates live in codegen/)."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from ..frontend.resources import codegen_dir
+
+
+@lru_cache(maxsize=None)
+def environment() -> jinja2.Environment:
+    # StrictUndefined: a template that names a missing field fails loudly (STYLE.md, 11).
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(str(codegen_dir())),
+                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                              autoescape=False)
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)
