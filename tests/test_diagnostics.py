@@ -183,3 +183,14 @@ def test_all_errors_of_a_file_in_one_run(errors):
         cpu c { peak { fp16 = 1 TFLOP; } }
     """)
     assert len(found) == 4
+
+
+def test_negative_rule_latency(errors):
+    found = errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = tRAS + tRP; tCL = 10 cycles; tCWL = 12 cycles;")
+                   .replace("rule bank: ACT -> ACT = tRC;", "rule bank: ACT -> ACT = tRC; rule rank: RD -> PRE = tCL - tCWL;"))
+    assert first_lines(found) == ["spec.pim:10:63: error: a timing rule's latency cannot be negative"]
+
+
+def test_timing_check_allows_jedec_rounding_of_a_sum(errors):
+    # tRAS + tRP given in ns round up separately; tRC = ceil((tRAS + tRP) / tCK) may be one less.
+    assert errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 73;")) == []
