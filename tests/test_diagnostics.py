@@ -194,3 +194,13 @@ def test_negative_rule_latency(errors):
 def test_timing_check_allows_jedec_rounding_of_a_sum(errors):
     # tRAS + tRP given in ns round up separately; tRC = ceil((tRAS + tRP) / tCK) may be one less.
     assert errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 73;")) == []
+
+
+def test_a_timing_parameter_used_by_another_is_read(elaborate):
+    spec, diags = elaborate("""
+        pim_unit p { placement = bank; clock = 1 GHz; dtype = fp16; simd_width = 256 bit;
+                     timing { tB = 3 * tA; tA = 2 cycles; } command X { scope = bank; data_cycles = tA; }
+                     rules { rule bank: X -> X = tB; } }
+    """)
+    assert not diags.items, diags.render_all()
+    assert spec.pim_units["p"].commands[0].data_cycles == 2

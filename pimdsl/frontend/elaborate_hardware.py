@@ -59,16 +59,20 @@ class HardwareBuilder:
         out: dict[str, int] = {}
         if timing is None:
             return out, None
-        before = set(self.ev.read)
+        used: set = set()       # what one parameter reads of others (tRC = tRAS + tRP) counts as use
         for name, stmt in timing.fields.items():
+            before = set(self.ev.read)
             try:
                 value = self.ev.member(timing, name)
             except SpecError:
                 continue
+            finally:
+                used |= self.ev.read - before - {(id(timing), name)}
+                self.ev.read.intersection_update(before)
             n = self.cycles(value, tck, stmt.expr.span, name)
             if n is not None:
                 out[name] = n
-        self.ev.read.intersection_update(before | {k for k in self.ev.read if k[0] != id(timing)})
+        self.ev.read |= used
         return out, timing
 
     def rules(self, owner: Node, tck: float, commands: set[str] | None):
@@ -128,12 +132,22 @@ class HardwareBuilder:
                 closes=r.flag("closes", False),
                 reads=r.symbols("reads", default=()),
                 writes=r.symbols("writes", default=()),
-                bus_cycles=r.integer("bus_cycles", 1, minimum=0),
-                data_cycles=r.integer("data_cycles", 0, minimum=0),
+                bus_cycles=self._whole_cycles(r, "bus_cycles", 1),
+                data_cycles=self._whole_cycles(r, "data_cycles", 0),
                 refresh=r.flag("refresh", False),
                 span=node.span))
             r.finish()
         return tuple(out)
+
+    def _whole_cycles(self, r: Reader, name: str, default: int) -> int:
+        """A command's bus occupancy: a plain number or cycles (`data_cycles = tBL`)."""
+        value = r.quantity(name, [U.CYCLES, U.NONE], None, "a cycle count")
+        if value is None:
+            return default
+        if not value.is_integer() or value.value < 0:
+            r.fail(f"'{name}' must be a whole, non-negative number of cycles", name)
+            return default
+        return int(value.value)
 
     # ---- dram -------------------------------------------------------------
     def dram(self, node: Node) -> DramSpec:
@@ -324,8 +338,9 @@ class HardwareBuilder:
         return tuple(out)
 
     def pim_units(self, r: Reader, pim: PimUnit, org: Organization) -> int:
+        # One buffer chip per DIMM, i.e. per channel of a DIMM memory, whatever its ranks.
         per_rank = {"bank": org.banks_per_rank, "bank_pair": org.banks_per_rank // 2,
-                    "bank_group": org.bank_groups, "rank": 1, "buffer_chip": 1}
+                    "bank_group": org.bank_groups, "rank": 1}
         problem = None
         if pim.placement == "bank_group" and org.bank_groups < 2:
             problem = "bank groups"
