@@ -1,4 +1,5 @@
 """Each semantic check, with its exact diagnostic text (golden)."""
+import re
 import textwrap
 
 DRAM = """
@@ -204,3 +205,13 @@ def test_a_timing_parameter_used_by_another_is_read(elaborate):
     """)
     assert not diags.items, diags.render_all()
     assert spec.pim_units["p"].commands[0].data_cycles == 2
+
+
+def test_language_md_shows_these_five_diagnostics_verbatim():
+    import inspect
+    from .conftest import ROOT
+    language = (ROOT / "LANGUAGE.md").read_text()
+    shown = re.findall(r"```text\n(.*?)\n```", language, re.S)
+    source = inspect.getsource(inspect.getmodule(test_language_md_shows_these_five_diagnostics_verbatim))
+    expected = [golden(g) for g in re.findall(r'golden\("""\n(.*?)"""\)\]', source, re.S)]
+    assert shown == expected
