@@ -22,6 +22,8 @@ DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4, "fp8": 8
 PLACEMENTS = ("bank", "bank_pair", "bank_group", "rank", "buffer_chip", "pseudo_channel", "channel")
 COMMAND_SCOPES = LEVELS + ("bank_pair", "all_banks")
 RULE_SCOPES = LEVELS + ("bank_pair",)
+# A channel's command buses: one shared bus, or HBM's separate row and column buses.
+COMMAND_BUSES = ("command", "row", "column")
 # Timing parameters the engine itself reads (beyond those that rules name).
 ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP")
 
@@ -132,6 +134,7 @@ class HardwareBuilder:
                 closes=r.flag("closes", False),
                 reads=r.symbols("reads", default=()),
                 writes=r.symbols("writes", default=()),
+                bus=r.choice("bus", COMMAND_BUSES, "command"),
                 bus_cycles=self._whole_cycles(r, "bus_cycles", 1),
                 data_cycles=self._whole_cycles(r, "data_cycles", 0),
                 refresh=r.flag("refresh", False),

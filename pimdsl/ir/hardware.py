@@ -73,6 +73,7 @@ class CommandDecl:
     closes: bool
     reads: tuple[str, ...]        # e.g. (row,), (row, global_buffer)
     writes: tuple[str, ...]
+    bus: str                      # command bus it uses: command (the one bus), or row / column (HBM)
     bus_cycles: int               # command-bus occupancy
     data_cycles: int              # data-bus occupancy (bursts)
     refresh: bool

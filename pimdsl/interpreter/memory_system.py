@@ -1,0 +1,126 @@
+"""Replaying a request trace through a memory's channel controllers.
+
+The replay follows the reference harness (../shared/reference/dram/README.md
+section 2.1), so that our numbers are comparable with DRAMsim3's and
+Ramulator 2's: requests are offered in trace order once their arrival cycle
+has come, as many per cycle as the controllers accept, stopping at the first
+request whose channel queue is full (head-of-line blocking; it is retried
+the next cycle). A read completes when its data returns (RD issue + read
+latency), a write when its WR issues. `cycles` is the cycle after the last
+completion; read latency counts from acceptance to data return.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir.hardware import Memory
+from .dram_controller import ChannelController, RequestLog
+from .dram_tables import ChannelTables
+from .traces import Trace
+
+
+@dataclass
+class ReplayResult:
+    memory: str
+    requests: int
+    reads: int
+    writes: int
+    cycles: int
+    tck_s: float
+    access_bytes: int
+    read_latencies: list[int] = field(repr=False)
+    row_hits: int
+    commands: dict[str, int]
+
+    @property
+    def bandwidth_gbps(self) -> float:
+        """Reads plus writes, in GB/s (10^9 bytes) over the whole run."""
+        return self.requests * self.access_bytes / (self.cycles * self.tck_s) / 1e9 if self.cycles else 0.0
+
+    @property
+    def avg_read_latency_cycles(self) -> float:
+        lat = self.read_latencies
+        return sum(lat) / len(lat) if lat else 0.0
+
+    @property
+    def row_hit_rate(self) -> float:
+        return self.row_hits / self.requests if self.requests else 0.0
+
+    def percentile(self, p: float) -> int:
+        lat = sorted(self.read_latencies)
+        if not lat:
+            return 0
+        return lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))]
+
+    def to_json(self) -> dict:
+        lat = sorted(self.read_latencies)
+        return {
+            "memory": self.memory, "requests": self.requests, "reads": self.reads, "writes": self.writes,
+            "cycles": self.cycles,
+            "bandwidth_gbps": round(self.bandwidth_gbps, 4),
+            "avg_read_latency_cycles": round(self.avg_read_latency_cycles, 4),
+            "row_hit_rate": round(self.row_hit_rate, 4),
+            "min_read_latency_cycles": lat[0] if lat else 0,
+            "p50_read_latency_cycles": lat[(len(lat) - 1) // 2] if lat else 0,
+            "max_read_latency_cycles": lat[-1] if lat else 0,
+            "commands": self.commands,
+            "tck_s": self.tck_s,
+        }
+
+
+def replay(memory: Memory, trace: Trace) -> ReplayResult:
+    tables = ChannelTables(memory)
+    log = RequestLog(trace.bank, trace.row, trace.is_write)
+    n_ch = memory.organization.channels * 1
+    ctrls = [ChannelController(tables, log) for _ in range(n_ch)]
+    arrival, channel, is_write = trace.arrival, trace.channel, trace.is_write
+    n = len(trace)
+    head = 0
+    now = 0
+    outstanding = 0                       # accepted, not yet completed (issued)
+    while head < n or outstanding:
+        # 1. offer eligible requests in trace order
+        while head < n and arrival[head] <= now:
+            c = ctrls[channel[head]]
+            if not c.has_room(is_write[head]):
+                break
+            c.accept(head, now)
+            head += 1
+            outstanding += 1
+        # 2. the earliest issue over the channels
+        t_issue = None
+        for c in ctrls:
+            if c.busy() or c.units:
+                d = c.decide(now)
+                if d is not None and (t_issue is None or d[0] < t_issue):
+                    t_issue = d[0]
+        t_offer = None
+        if head < n and ctrls[channel[head]].has_room(is_write[head]):
+            t_offer = max(arrival[head], now)
+        if t_issue is None or (t_offer is not None and t_offer < t_issue):
+            if t_offer is None:
+                break                         # nothing left to do
+            now = t_offer
+            continue
+        if not outstanding and t_offer is None and head >= n:
+            break
+        # 3. every channel whose next command falls in this cycle issues it
+        for c in ctrls:
+            d = c.decision
+            while d is not None and d[0] == t_issue and d[1] is None:     # refresh timer
+                c.issue(d)
+                d = c.decide(t_issue)
+            if d is not None and d[0] == t_issue:
+                before = c.n_reads + c.n_writes
+                c.issue(d)
+                outstanding -= before - (c.n_reads + c.n_writes)
+        now = t_issue + 1
+    last = max((c.last_done for c in ctrls), default=-1)
+    names = [cmd.name for cmd in tables.commands]
+    counts = {name: sum(c.state.issued[i] for c in ctrls) for i, name in enumerate(names)}
+    latencies = [log.done[i] - log.accepted[i] for i in range(n) if not is_write[i]]
+    return ReplayResult(
+        memory=memory.name, requests=n, reads=len(latencies), writes=n - len(latencies),
+        cycles=last + 1, tck_s=memory.part.tck_s, access_bytes=memory.organization.access_bytes,
+        read_latencies=latencies, row_hits=sum(1 for x in log.first_cmd if x == "hit"),
+        commands={k: v for k, v in counts.items() if v})
