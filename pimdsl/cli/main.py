@@ -12,6 +12,7 @@ import sys
 
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
+from . import dram
 from .show import spec_to_json
 
 
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the IR as JSON")
     _add_set(show)
+    dram.add_parser(sub)
     return parser
 
 
@@ -62,7 +64,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "show": cmd_show}
+COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -310,9 +310,11 @@ class HardwareBuilder:
             write_queue_depth=r.integer("write_queue_depth", 32),
             page_policy=r.choice("page_policy", ("open", "closed"), "open"),
             refresh=r.choice("refresh", ("none", "all_bank", "per_bank"), "all_bank"),
-            row_hit_cap=r.integer("row_hit_cap", 4),
+            row_hit_cap=r.integer("row_hit_cap", 4, minimum=0),
             write_drain_high=r.number("write_drain_high", 0.8),
-            write_drain_low=r.number("write_drain_low", 0.2))
+            write_drain_low=r.number("write_drain_low", 0.2),
+            queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
+            command_queue_depth=r.integer("command_queue_depth", 8))
         r.finish()
         return out
 

@@ -14,11 +14,17 @@ Ramulator 2 ship them):
     `frfcfs_rowhit` (as frfcfs, but no PRE while requests hit the open row,
     unless `row_hit_cap` hits were served since its ACT; DRAMsim3's rule,
     cap 4; cap 0 means never, as Ramulator's FRFCFS-RowHit).
-  * read and write queues of bounded depth; writes drain when the write
-    queue passes `write_drain_high` (fraction) or no read waits, and stop
-    below `write_drain_low` when reads wait (Ramulator 2's watermarks).
+  * read and write queues of bounded depth; writes drain once the write
+    queue holds `write_drain_high` x depth or no read waits, and stop at
+    `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2;
+    DRAMsim3 drains a full buffer to empty: 1.0 / 0).
   * page policy `open`, or `closed` (RDA/WRA when no queued request hits
     the row).
+  * queue structure `transaction` (Ramulator 2: requests are scheduled from
+    the read and write queues, whose depth bounds what the controller sees) or
+    `per_bank` (DRAMsim3: one request per cycle moves on from the read or write
+    queue into its bank's command queue of `command_queue_depth`, freeing its
+    queue entry; the scheduler sees the command queues, from the next cycle).
   * refresh `none`, `all_bank` (each rank or pseudo-channel every tREFI,
     staggered; its banks are closed, then REF; other ranks go on), or
     `per_bank` (each bank every tREFI, staggered by tREFI / banks).
@@ -39,6 +45,7 @@ class RequestLog:
         self.bank, self.row, self.is_write = bank, row, is_write
         self.accepted = [0] * n
         self.done = [-1] * n            # read: data returned; write: WR issued
+        self.eligible = [0] * n         # first cycle the scheduler may act on it
         self.first_cmd = [None] * n     # "hit", "miss" (bank closed) or "conflict"
 
 
@@ -62,8 +69,13 @@ class ChannelController:
         self.hits_since_act = [0] * nb
         self.reads: dict[int, list[int]] = {}     # bank -> queued read requests, oldest first
         self.writes: dict[int, list[int]] = {}
-        self.n_reads = self.n_writes = 0
+        self.n_reads = self.n_writes = 0          # requests the scheduler sees
         self.write_mode = False
+        self.per_bank = cfg.queue_structure == "per_bank"
+        self.staged_reads: list[int] = []         # per_bank: waiting for a command-queue slot
+        self.staged_writes: list[int] = []
+        self.in_bank = [0] * nb                   # per_bank: command-queue occupancy
+        self.eligible = log.eligible
         self.rowhit = cfg.scheduler == "frfcfs_rowhit"
         self.fcfs = cfg.scheduler == "fcfs"
         self.cap = cfg.row_hit_cap if self.rowhit else 0
@@ -119,24 +131,75 @@ class ChannelController:
 
     # ---- queues -----------------------------------------------------------
     def has_room(self, is_write: bool) -> bool:
-        if is_write:
-            return self.n_writes < self.cfg.write_queue_depth
-        return self.n_reads < self.cfg.read_queue_depth
+        if self.per_bank:
+            queued = len(self.staged_writes) if is_write else len(self.staged_reads)
+        else:
+            queued = self.n_writes if is_write else self.n_reads
+        return queued < (self.cfg.write_queue_depth if is_write else self.cfg.read_queue_depth)
 
     def accept(self, req: int, now: int) -> None:
         log = self.log
         log.accepted[req] = now
-        b = log.bank[req]
-        if log.is_write[req]:
+        log.eligible[req] = now
+        if self.per_bank:
+            (self.staged_writes if log.is_write[req] else self.staged_reads).append(req)
+        else:
+            self._enqueue(req)
+        self.decision = None
+
+    def _enqueue(self, req: int) -> None:
+        b = self.log.bank[req]
+        if self.log.is_write[req]:
             self.writes.setdefault(b, []).append(req)
             self.n_writes += 1
         else:
             self.reads.setdefault(b, []).append(req)
             self.n_reads += 1
-        self.decision = None
 
     def busy(self) -> bool:
-        return bool(self.n_reads or self.n_writes)
+        return bool(self.n_reads or self.n_writes or self.staged_reads or self.staged_writes)
+
+    def _movable(self):
+        """per_bank: the first staged request (of the drained queue) whose bank queue has room."""
+        if self.write_mode and self.staged_writes or not self.staged_reads:
+            queue = self.staged_writes
+        else:
+            queue = self.staged_reads
+        depth, in_bank, bank = self.cfg.command_queue_depth, self.in_bank, self.log.bank
+        for i, req in enumerate(queue):
+            if in_bank[bank[req]] < depth:
+                return queue, i
+        return None
+
+    def next_event(self, now: int):
+        """Cycle of this controller's next event (command, refresh timer or queue move)."""
+        d = self.decide(now)
+        t = d[0] if d is not None else None
+        if self.per_bank and (t is None or t > now) and self._movable() is not None:
+            t = now
+        return t
+
+    def step(self, t: int) -> bool:
+        """Do what happens in cycle t: the scheduled command, then (per_bank) one queue move.
+        True when a request left a queue (the harness may offer again)."""
+        freed = False
+        d = self.decide(t)
+        while d is not None and d[0] == t and d[1] is None:      # refresh timer
+            self.issue(d)
+            d = self.decide(t)
+        if d is not None and d[0] == t:
+            freed = self.issue(d) and not self.per_bank
+        if self.per_bank:
+            found = self._movable()
+            if found is not None:
+                queue, i = found
+                req = queue.pop(i)
+                self.log.eligible[req] = t + 1
+                self.in_bank[self.log.bank[req]] += 1
+                self._enqueue(req)
+                self.decision = None
+                freed = True
+        return freed
 
     # ---- scheduling ---------------------------------------------------------
     def decide(self, now: int):
@@ -170,18 +233,29 @@ class ChannelController:
                     best = (t, -1, cmd, k, None)
         # write-drain mode (Ramulator 2 watermarks)
         cfg = self.cfg
+        # per_bank: the drain is over once the buffered writes have moved on (DRAMsim3)
+        n_writes = len(self.staged_writes) if self.per_bank else self.n_writes
+        n_reads = len(self.staged_reads) + self.n_reads if self.per_bank else self.n_reads
         if self.write_mode:
-            if self.n_writes < cfg.write_drain_low * cfg.write_queue_depth and self.n_reads:
+            if n_writes <= cfg.write_drain_low * cfg.write_queue_depth and n_reads:
                 self.write_mode = False
-        elif self.n_writes and (self.n_writes > cfg.write_drain_high * cfg.write_queue_depth or not self.n_reads):
+        elif n_writes and (n_writes >= cfg.write_drain_high * cfg.write_queue_depth or not n_reads):
             self.write_mode = True
-        if self.write_mode:
-            queues, col_checks, col_cmd = self.writes, self.wr_checks, (self.WRA if self.WRA is not None else self.WR)
+        reads = (self.reads, self.rd_checks, self.RDA if self.RDA is not None else self.RD)
+        writes = (self.writes, self.wr_checks, self.WRA if self.WRA is not None else self.WR)
+        if self.per_bank:            # the command queues hold both; the move order drained writes
+            best = self._best_of(*reads, False, now, best)
+            best = self._best_of(*writes, True, now, best)
         else:
-            queues, col_checks, col_cmd = self.reads, self.rd_checks, (self.RDA if self.RDA is not None else self.RD)
+            best = self._best_of(*(writes if self.write_mode else reads), self.write_mode, now, best)
+        if best is None:
+            return None
+        return (best[0], best[2], best[3], best[4])
+
+    def _best_of(self, queues, col_checks, col_cmd, writing, now, best):
         at = self.state.next_at
         row_of = self.log.row
-        open_row, blocked = self.open_row, self.blocked
+        open_row, blocked, eligible = self.open_row, self.blocked, self.eligible
         if self.fcfs:
             oldest = min((q[0] for b, q in queues.items() if not blocked[b]), default=None)
             items = [(self.log.bank[oldest], [oldest])] if oldest is not None else []
@@ -206,9 +280,9 @@ class ChannelController:
                 if hit is not None:
                     cmd, checks = col_cmd, col_checks[b]
                     if self.RDA is not None and self._more_hits(q, hit, orow, b):
-                        cmd = self.WR if self.write_mode else self.RD
-                        checks = (self.wr_open_checks if self.write_mode else self.rd_open_checks)[b]
-                    t = now
+                        cmd = self.WR if writing else self.RD
+                        checks = (self.wr_open_checks if writing else self.rd_open_checks)[b]
+                    t = now if now >= eligible[hit] else eligible[hit]
                     for idx in checks:
                         if at[idx] > t:
                             t = at[idx]
@@ -218,15 +292,13 @@ class ChannelController:
                         continue
                 cand = (self.PRE, first, self.pre_checks[b])
             cmd, req, checks = cand
-            t = now
+            t = now if now >= eligible[req] else eligible[req]
             for idx in checks:
                 if at[idx] > t:
                     t = at[idx]
             if best is None or t < best[0] or (t == best[0] and req < best[1]):
                 best = (t, req, cmd, b, req)
-        if best is None:
-            return None
-        return (best[0], best[2], best[3], best[4])
+        return best
 
     def _more_hits(self, q, hit, orow, b):
         """Closed page: does another queued request (either queue) hit this row?"""
@@ -237,29 +309,30 @@ class ChannelController:
                     return True
         return False
 
-    def issue(self, decision) -> None:
+    def issue(self, decision) -> bool:
+        """Issue a decision; True when a request left the scheduler's queues."""
         t, cmd, k, req = decision
         self.decision = None
         if cmd is None:                                   # a refresh timer
             self._refresh_falls_due(t)
-            return
+            return False
         self.state.issue(cmd, k, t)
         log = self.log
         if req is None:                                   # refresh sequence
             self._issued_refresh_step(cmd, k, t)
-            return
+            return False
         b = k
         if cmd == self.ACT:
             self.open_row[b] = log.row[req]
             self.hits_since_act[b] = 0
             if log.first_cmd[req] is None:
                 log.first_cmd[req] = "miss"
-            return
+            return False
         if cmd == self.PRE:
             self.open_row[b] = -1
             if log.first_cmd[req] is None:
                 log.first_cmd[req] = "conflict"
-            return
+            return False
         # a column command: the request leaves the queue
         if log.first_cmd[req] is None:
             log.first_cmd[req] = "hit"
@@ -280,6 +353,9 @@ class ChannelController:
             self.last_done = done
         if cmd == self.RDA or cmd == self.WRA:
             self.open_row[b] = -1
+        if self.per_bank:
+            self.in_bank[b] -= 1
+        return True
 
     def _issued_refresh_step(self, cmd, k, t):
         roles = self.t.roles

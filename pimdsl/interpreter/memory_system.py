@@ -77,8 +77,7 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
     n = len(trace)
     head = 0
     now = 0
-    outstanding = 0                       # accepted, not yet completed (issued)
-    while head < n or outstanding:
+    while True:
         # 1. offer eligible requests in trace order
         while head < n and arrival[head] <= now:
             c = ctrls[channel[head]]
@@ -86,35 +85,26 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
                 break
             c.accept(head, now)
             head += 1
-            outstanding += 1
-        # 2. the earliest issue over the channels
-        t_issue = None
+        if head >= n and not any(c.busy() for c in ctrls):
+            break
+        # 2. the next event: a channel's command, refresh or queue move, or an arrival
+        t_next = None
         for c in ctrls:
             if c.busy() or c.units:
-                d = c.decide(now)
-                if d is not None and (t_issue is None or d[0] < t_issue):
-                    t_issue = d[0]
-        t_offer = None
-        if head < n and ctrls[channel[head]].has_room(is_write[head]):
-            t_offer = max(arrival[head], now)
-        if t_issue is None or (t_offer is not None and t_offer < t_issue):
-            if t_offer is None:
-                break                         # nothing left to do
-            now = t_offer
-            continue
-        if not outstanding and t_offer is None and head >= n:
-            break
-        # 3. every channel whose next command falls in this cycle issues it
+                t = c.next_event(now)
+                if t is not None and (t_next is None or t < t_next):
+                    t_next = t
+        if head < n and arrival[head] > now and ctrls[channel[head]].has_room(is_write[head]):
+            if t_next is None or arrival[head] < t_next:
+                now = arrival[head]
+                continue
+        if t_next is None:
+            raise RuntimeError("the DRAM engine stalled with requests outstanding")
+        # 3. every channel with an event in this cycle acts; offers resume the next cycle
         for c in ctrls:
-            d = c.decision
-            while d is not None and d[0] == t_issue and d[1] is None:     # refresh timer
-                c.issue(d)
-                d = c.decide(t_issue)
-            if d is not None and d[0] == t_issue:
-                before = c.n_reads + c.n_writes
-                c.issue(d)
-                outstanding -= before - (c.n_reads + c.n_writes)
-        now = t_issue + 1
+            if (c.busy() or c.units) and c.next_event(t_next) == t_next:
+                c.step(t_next)
+        now = t_next + 1
     last = max((c.last_done for c in ctrls), default=-1)
     names = [cmd.name for cmd in tables.commands]
     counts = {name: sum(c.state.issued[i] for c in ctrls) for i, name in enumerate(names)}

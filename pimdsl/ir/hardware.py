@@ -110,6 +110,9 @@ class Controller:
     row_hit_cap: int              # FR-FCFS: row hits served before a waiting miss
     write_drain_high: float       # write-buffer fill that starts a drain
     write_drain_low: float
+    queue_structure: str          # transaction (requests scheduled from the read/write queues) or
+                                  # per_bank (DRAMsim3: requests move on into per-bank command queues)
+    command_queue_depth: int      # per-bank command queue depth (per_bank structure)
 
 
 @dataclass(frozen=True)

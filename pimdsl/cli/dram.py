@@ -1,0 +1,57 @@
+"""`pimc dram`: replay a memory-request trace through the DRAM timing engine.
+
+Prints `cycles`, `bandwidth_gbps`, `avg_read_latency_cycles` and `row_hit_rate`
+(the ARCHITECTURE.md contract), plus latency percentiles and command counts.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..frontend.diagnostics import did_you_mean
+from ..frontend.pipeline import load_spec
+from ..interpreter.dram_tables import EngineError
+from ..interpreter.memory_system import replay
+from ..interpreter.traces import FORMATS, TraceError, read_trace
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("dram", help="replay a memory-request trace through the DRAM timing engine")
+    p.add_argument("file", metavar="FILE", help="spec file that declares the memory")
+    p.add_argument("--memory", required=True, metavar="NAME", help="memory block to simulate")
+    p.add_argument("--trace", required=True, metavar="TRACE", help="request trace file")
+    p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
+                   help="override a spec value by its dotted path, with units (repeatable)")
+
+
+def run(args) -> int:
+    spec, diags = load_spec(args.file, args.overrides)
+    if diags.items:
+        print(diags.render_all(), file=sys.stderr)
+    if spec is None:
+        return 1
+    memory = spec.memories.get(args.memory)
+    if memory is None:
+        names = sorted(spec.memories)
+        print(f"{args.file}: error: no memory named '{args.memory}'\n  hint: "
+              + (did_you_mean(args.memory, names, "memories") or "this file declares no memory"), file=sys.stderr)
+        return 1
+    try:
+        trace = read_trace(args.trace, memory, args.trace_format)
+        result = replay(memory, trace)
+    except TraceError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except EngineError as exc:
+        print(f"{args.file}: error: memory '{memory.name}': {exc}", file=sys.stderr)
+        return 1
+    out = result.to_json()
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        width = max(len(k) for k in out)
+        for key, value in out.items():
+            print(f"{key:<{width}}  {value}")
+    return 0

@@ -1,0 +1,92 @@
+"""Timing an already-ordered command stream (what PIM lowering produces).
+
+Each command issues as early as the spec's rules allow, but never before the
+command ahead of it on the same channel (the stream's order is the program's
+order; nothing is reordered). Commands on different buses of a channel (HBM
+row and column buses) may share a cycle. The stream is also checked: a column
+command to a closed bank or an ACT to an open one is a lowering bug and
+raises `StreamError` with the command's position.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..ir.hardware import Memory
+from .dram_state import DeviceState
+from .dram_tables import BANK, ChannelTables
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    channel: int = 0
+    pseudo_channel: int = 0
+    rank: int = 0
+    bank_group: int = 0
+    bank: int = 0
+    row: int = 0
+
+
+class StreamError(Exception):
+    pass
+
+
+class CommandTimer:
+    """Issues commands in order on each channel of `memory` and returns their cycles."""
+
+    def __init__(self, memory: Memory, extra_commands=(), extra_rules=(), extra_windows=()):
+        part = memory.part
+        self.tables = ChannelTables(memory, part.commands + tuple(extra_commands),
+                                    part.rules + tuple(extra_rules), part.windows + tuple(extra_windows))
+        self.org = memory.organization
+        self.states: dict[int, DeviceState] = {}
+        self.last: dict[int, int] = {}
+        self.open_row: dict[int, list[int]] = {}
+
+    def _flat_bank(self, c: Command) -> int:
+        o = self.org
+        return ((c.pseudo_channel * o.ranks + c.rank) * o.bank_groups + c.bank_group) * o.banks_per_group + c.bank
+
+    def issue(self, c: Command, position: int = 0) -> int:
+        t = self.tables
+        cmd = t.index.get(c.name)
+        if cmd is None:
+            raise StreamError(f"command {position}: '{c.name}' is not declared for memory '{t.memory.name}'")
+        state = self.states.get(c.channel)
+        if state is None:
+            state = self.states[c.channel] = DeviceState(t)
+            self.open_row[c.channel] = [-1] * t.banks
+        bank = self._flat_bank(c)
+        level = t.target_level(cmd)
+        k = t.ancestor(BANK, bank, level)
+        cycle = state.earliest(cmd, k, self.last.get(c.channel, 0))
+        self._track_rows(t.commands[cmd], level, k, bank, c, position)
+        state.issue(cmd, k, cycle)
+        self.last[c.channel] = cycle
+        return cycle
+
+    def _track_rows(self, decl, level, k, bank, c, position):
+        rows = self.open_row[c.channel]
+        banks = [bank] if level == BANK else list(self.tables.descendants(level, k, BANK))
+        if decl.opens:
+            for b in banks:
+                if rows[b] >= 0:
+                    raise StreamError(f"command {position}: {c.name} opens row {c.row} of bank {b}, "
+                                      f"which still has row {rows[b]} open (precharge first)")
+                rows[b] = c.row
+        elif ("row" in decl.reads or "row" in decl.writes) and decl.row_buffer == "mem":
+            for b in banks:
+                if rows[b] < 0:
+                    raise StreamError(f"command {position}: {c.name} to bank {b}, which has no open row")
+        if decl.closes or decl.refresh:
+            for b in banks:
+                rows[b] = -1
+
+    def run(self, commands: Iterable[Command]) -> list[int]:
+        return [self.issue(c, i) for i, c in enumerate(commands)]
+
+
+def time_commands(memory: Memory, commands: Iterable[Command], **extra) -> list[int]:
+    """Issue cycle of every command of an ordered stream."""
+    return CommandTimer(memory, **extra).run(commands)
