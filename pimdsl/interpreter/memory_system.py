@@ -95,7 +95,7 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
                 if t is not None and (t_next is None or t < t_next):
                     t_next = t
         if head < n and arrival[head] > now and ctrls[channel[head]].has_room(is_write[head]):
-            if t_next is None or arrival[head] < t_next:
+            if t_next is None or arrival[head] <= t_next:
                 now = arrival[head]
                 continue
         if t_next is None:
