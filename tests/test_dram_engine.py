@@ -245,3 +245,18 @@ def test_pimc_dram_errors_exit_1(tmp_path):
                "--trace-format", "ramulator")
     assert out.returncode == 1 and "did you mean 'ddr4_3200'?" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_identical_channels_shortcut_equals_the_full_simulation():
+    from pimdsl.interpreter.memory_system import _replay, identical_channels
+    mem = memory("hbm2")
+    per_channel = [(k // 40, k % 3 == 2, (k * 5) % 16, k // 97, k % 32) for k in range(600)]
+    rows = [r for r in per_channel for _ in range(8)]
+    trace = Trace([r[0] for r in rows], [r[1] for r in rows], [i % 8 for i in range(len(rows))],
+                  [r[2] for r in rows], [r[3] for r in rows], [r[4] for r in rows])
+    assert identical_channels(trace, 8)
+    fast, full = replay(mem, trace), _replay(mem, trace, 8)
+    assert fast.to_json() == full.to_json()
+    assert sorted(fast.read_latencies) == sorted(full.read_latencies)
+    trace.row[5] += 1                                     # one request differs: no shortcut
+    assert not identical_channels(trace, 8)

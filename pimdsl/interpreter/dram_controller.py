@@ -79,12 +79,14 @@ class ChannelController:
         self.rowhit = cfg.scheduler == "frfcfs_rowhit"
         self.fcfs = cfg.scheduler == "fcfs"
         self.cap = cfg.row_hit_cap if self.rowhit else 0
-        self.act_checks = tables.bank_checks(r.act)
-        self.pre_checks = tables.bank_checks(r.pre)
-        self.rd_checks = tables.bank_checks(self.RDA if self.RDA is not None else r.rd)
-        self.wr_checks = tables.bank_checks(self.WRA if self.WRA is not None else r.wr)
-        self.rd_open_checks = tables.bank_checks(r.rd)
-        self.wr_open_checks = tables.bank_checks(r.wr)
+        # per bank, the next_at entries that bound each command there
+        getters = tables.bank_checks
+        self.act_checks = getters(r.act)
+        self.pre_checks = getters(r.pre)
+        self.rd_checks = getters(self.RDA if self.RDA is not None else r.rd)
+        self.wr_checks = getters(self.WRA if self.WRA is not None else r.wr)
+        self.rd_open_checks = getters(r.rd)
+        self.wr_open_checks = getters(r.wr)
         self._setup_refresh()
         self.decision = None              # cached (t, cmd, k, request)
         self.last_done = -1

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..ir.hardware import Memory
 from .dram_controller import ChannelController, RequestLog
 from .dram_tables import ChannelTables
@@ -69,14 +71,46 @@ class ReplayResult:
 
 
 def replay(memory: Memory, trace: Trace) -> ReplayResult:
+    n_ch = memory.organization.channels
+    if n_ch > 1 and identical_channels(trace, n_ch):
+        # Every channel sees the same requests in lockstep, so every channel's controller goes
+        # through the same states in the same cycles: simulate one and count it n_ch times.
+        one = _replay(memory, _channel_zero(trace, n_ch), 1)
+        return ReplayResult(
+            memory=one.memory, requests=one.requests * n_ch, reads=one.reads * n_ch, writes=one.writes * n_ch,
+            cycles=one.cycles, tck_s=one.tck_s, access_bytes=one.access_bytes,
+            read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
+            commands={k: v * n_ch for k, v in one.commands.items()})
+    return _replay(memory, trace, n_ch)
+
+
+def identical_channels(trace: Trace, n_ch: int) -> bool:
+    """Is the trace a round-robin interleaving of identical per-channel request streams?"""
+    n = len(trace)
+    if n % n_ch:
+        return False
+    cols = [np.asarray(c) for c in (trace.arrival, trace.is_write, trace.bank, trace.row, trace.column)]
+    ch = np.asarray(trace.channel).reshape(-1, n_ch)
+    if not (ch == np.arange(n_ch)).all():
+        return False
+    return all((c.reshape(-1, n_ch) == c.reshape(-1, n_ch)[:, :1]).all() for c in cols)
+
+
+def _channel_zero(trace: Trace, n_ch: int) -> Trace:
+    pick = slice(0, None, n_ch)
+    return Trace(trace.arrival[pick], trace.is_write[pick], [0] * (len(trace) // n_ch), trace.bank[pick],
+                 trace.row[pick], trace.column[pick])
+
+
+def _replay(memory: Memory, trace: Trace, n_ch: int) -> ReplayResult:
     tables = ChannelTables(memory)
     log = RequestLog(trace.bank, trace.row, trace.is_write)
-    n_ch = memory.organization.channels * 1
     ctrls = [ChannelController(tables, log) for _ in range(n_ch)]
     arrival, channel, is_write = trace.arrival, trace.channel, trace.is_write
     n = len(trace)
     head = 0
     now = 0
+    times = [None] * n_ch
     while True:
         # 1. offer eligible requests in trace order
         while head < n and arrival[head] <= now:
@@ -89,11 +123,10 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
             break
         # 2. the next event: a channel's command, refresh or queue move, or an arrival
         t_next = None
-        for c in ctrls:
-            if c.busy() or c.units:
-                t = c.next_event(now)
-                if t is not None and (t_next is None or t < t_next):
-                    t_next = t
+        for i, c in enumerate(ctrls):
+            t = times[i] = c.next_event(now)
+            if t is not None and (t_next is None or t < t_next):
+                t_next = t
         if head < n and arrival[head] > now and ctrls[channel[head]].has_room(is_write[head]):
             if t_next is None or arrival[head] <= t_next:
                 now = arrival[head]
@@ -101,8 +134,8 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
         if t_next is None:
             raise RuntimeError("the DRAM engine stalled with requests outstanding")
         # 3. every channel with an event in this cycle acts; offers resume the next cycle
-        for c in ctrls:
-            if (c.busy() or c.units) and c.next_event(t_next) == t_next:
+        for i, c in enumerate(ctrls):
+            if times[i] == t_next:
                 c.step(t_next)
         now = t_next + 1
     last = max((c.last_done for c in ctrls), default=-1)

@@ -37,13 +37,17 @@ RAMULATOR_SCHEDULER = {"frfcfs": "FRFCFS", "frfcfs_rowhit": "FRFCFS-RowHit", "fc
 
 
 def reference_dir() -> Path:
+    """The dataset: $PIMDSL_REFERENCE/dram, else shared/reference/dram beside the checkout or cwd."""
     env = os.environ.get("PIMDSL_REFERENCE")
-    base = Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "reference"
-    path = base / "dram"
-    if not (path / "results.csv").exists():
-        raise FileNotFoundError(f"the DRAM reference dataset is not at {path}; set PIMDSL_REFERENCE to the "
-                                "folder that holds dram/results.csv")
-    return path
+    here = Path(__file__).resolve().parents[2]
+    candidates = [Path(env)] if env else [here.parent / "shared" / "reference",
+                                          Path.cwd().parent / "shared" / "reference",
+                                          Path.cwd() / "shared" / "reference"]
+    for base in candidates:
+        if (base / "dram" / "results.csv").exists():
+            return base / "dram"
+    raise FileNotFoundError("the DRAM reference dataset is not at " + " or ".join(str(c / "dram") for c in candidates)
+                            + "; set PIMDSL_REFERENCE to the folder that holds dram/results.csv")
 
 
 def reference_rows(ref: Path) -> dict[tuple[str, str], list[dict]]:
