@@ -260,3 +260,23 @@ def test_identical_channels_shortcut_equals_the_full_simulation():
     assert sorted(fast.read_latencies) == sorted(full.read_latencies)
     trace.row[5] += 1                                     # one request differs: no shortcut
     assert not identical_channels(trace, 8)
+
+
+def test_pimc_dram_command_trace(tmp_path):
+    from .test_cli import pimc
+    (tmp_path / "t.trace").write_text("0x0 READ 0\n0x2000 READ 0\n0x40 WRITE 0\n")
+    out = pimc("dram", REF_SPEC, "--memory", "ddr4_3200", "--trace", str(tmp_path / "t.trace"),
+               "--trace-format", "dramsim3", "--command-trace", str(tmp_path / "cmds.txt"))
+    assert out.returncode == 0, out.stderr
+    # 0x2000 is rank 1 (bit 13): ACT@1 on the shared bus; RD rank 0 @22, RD rank 1 @27 (tBL + tRTRS);
+    # the write to rank 0's open row waits for the read-to-write turnaround (RL + BL/2 - WL + tRTRS = 11)
+    assert (tmp_path / "cmds.txt").read_text().splitlines() == [
+        "# pimdsl DRAM command trace: memory ddr4_3200, 5 commands, tCK 0.625 ns",
+        "# cycle channel command pseudo_channel rank bank_group bank row column request",
+        "0 0 ACT 0 0 0 0 0 - 0",
+        "1 0 ACT 0 1 0 0 0 - 1",
+        "22 0 RD 0 0 0 0 0 0 0",
+        "27 0 RD 0 1 0 0 0 0 1",
+        "38 0 WR 0 0 0 0 0 1 2",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] and not list(tmp_path.glob(".pimc-*"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..emit.templates import write_atomic
 from ..frontend.diagnostics import did_you_mean
 from ..frontend.pipeline import load_spec
 from ..interpreter.dram_tables import EngineError
@@ -22,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", required=True, metavar="TRACE", help="request trace file")
     p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--command-trace", metavar="OUT", help="also write every issued command, one per line")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
 
@@ -40,18 +42,23 @@ def run(args) -> int:
         return 1
     try:
         trace = read_trace(args.trace, memory, args.trace_format)
-        result = replay(memory, trace)
+        result = replay(memory, trace, record_commands=bool(args.command_trace))
     except TraceError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
     except EngineError as exc:
         print(f"{args.file}: error: memory '{memory.name}': {exc}", file=sys.stderr)
         return 1
+    if args.command_trace:
+        write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name, commands=result.command_log,
+                     tck_ns=memory.part.tck_s * 1e9)
     out = result.to_json()
     if args.json:
         print(json.dumps(out, indent=2))
     else:
         width = max(len(k) for k in out)
         for key, value in out.items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
             print(f"{key:<{width}}  {value}")
     return 0

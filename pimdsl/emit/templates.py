@@ -18,3 +18,21 @@ def environment() -> jinja2.Environment:
 
 def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)
+
+
+def write_atomic(path, template: str, **context) -> None:
+    """Stream a template into `path` through a temporary file, so that a failure or an
+    interruption leaves no half-written file (ARCHITECTURE.md, pimc compile contract)."""
+    import os
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pimc-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as out:
+            for chunk in environment().get_template(template).generate(**context):
+                out.write(chunk)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise

@@ -262,7 +262,7 @@ class HardwareBuilder:
                 r.fail(f"the organization gives {U.Quantity(capacity, U.BYTES)} "
                        f"({capacity / 2**30:g} GiB), but capacity says {declared / 2**30:g} GiB",
                        "capacity", "fix the organization (channels, ranks, rows, ...) or the capacity")
-        controller = self.controller(r.block("controller") or Node("controller", None, node.span, node))
+        controller = self.controller(r.block("controller") or Node("controller", None, node.span, node), part)
         regions = self.regions(r, capacity)
         pim_node = r.ref("pim", ("pim_unit",), None)
         pim = self.el.build(pim_node) if pim_node is not None else None
@@ -302,7 +302,7 @@ class HardwareBuilder:
             low += width
         return out, offset
 
-    def controller(self, node: Node) -> Controller:
+    def controller(self, node: Node, part: DramSpec) -> Controller:
         r = Reader(self.ev, node)
         out = Controller(
             scheduler=r.choice("scheduler", ("fcfs", "frfcfs", "frfcfs_rowhit"), "frfcfs"),
@@ -315,6 +315,9 @@ class HardwareBuilder:
             write_drain_low=r.number("write_drain_low", 0.2),
             queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
             command_queue_depth=r.integer("command_queue_depth", 8))
+        if out.refresh != "none" and out.refresh not in part.refresh_modes:
+            r.fail(f"{part.name} has no {out.refresh} refresh (it has {', '.join(part.refresh_modes)})", "refresh",
+                   "choose one of " + ", ".join(part.refresh_modes + ("none",)))
         r.finish()
         return out
 

@@ -50,8 +50,9 @@ class RequestLog:
 
 
 class ChannelController:
-    def __init__(self, tables: ChannelTables, log: RequestLog):
+    def __init__(self, tables: ChannelTables, log: RequestLog, record: list | None = None):
         self.t = tables
+        self.record = record              # when a list: (cycle, command, node, request) of every issue
         self.log = log
         self.state = DeviceState(tables)
         cfg = tables.memory.controller
@@ -319,6 +320,8 @@ class ChannelController:
             self._refresh_falls_due(t)
             return False
         self.state.issue(cmd, k, t)
+        if self.record is not None:
+            self.record.append((t, cmd, k, req))
         log = self.log
         if req is None:                                   # refresh sequence
             self._issued_refresh_step(cmd, k, t)

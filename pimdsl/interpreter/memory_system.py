@@ -33,6 +33,8 @@ class ReplayResult:
     read_latencies: list[int] = field(repr=False)
     row_hits: int
     commands: dict[str, int]
+    # (cycle, channel, command, {level: index}, row, column, request), when recorded
+    command_log: list[tuple] | None = field(default=None, repr=False)
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -70,9 +72,10 @@ class ReplayResult:
         }
 
 
-def replay(memory: Memory, trace: Trace) -> ReplayResult:
+def replay(memory: Memory, trace: Trace, record_commands: bool = False) -> ReplayResult:
+    """Replay `trace`; with record_commands, `command_log` holds every command issued."""
     n_ch = memory.organization.channels
-    if n_ch > 1 and identical_channels(trace, n_ch):
+    if n_ch > 1 and not record_commands and identical_channels(trace, n_ch):
         # Every channel sees the same requests in lockstep, so every channel's controller goes
         # through the same states in the same cycles: simulate one and count it n_ch times.
         one = _replay(memory, _channel_zero(trace, n_ch), 1)
@@ -81,7 +84,7 @@ def replay(memory: Memory, trace: Trace) -> ReplayResult:
             cycles=one.cycles, tck_s=one.tck_s, access_bytes=one.access_bytes,
             read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
             commands={k: v * n_ch for k, v in one.commands.items()})
-    return _replay(memory, trace, n_ch)
+    return _replay(memory, trace, n_ch, record_commands)
 
 
 def identical_channels(trace: Trace, n_ch: int) -> bool:
@@ -102,10 +105,11 @@ def _channel_zero(trace: Trace, n_ch: int) -> Trace:
                  trace.row[pick], trace.column[pick])
 
 
-def _replay(memory: Memory, trace: Trace, n_ch: int) -> ReplayResult:
+def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = False) -> ReplayResult:
     tables = ChannelTables(memory)
     log = RequestLog(trace.bank, trace.row, trace.is_write)
-    ctrls = [ChannelController(tables, log) for _ in range(n_ch)]
+    records = [[] if record_commands else None for _ in range(n_ch)]
+    ctrls = [ChannelController(tables, log, records[ch]) for ch in range(n_ch)]
     arrival, channel, is_write = trace.arrival, trace.channel, trace.is_write
     n = len(trace)
     head = 0
@@ -146,4 +150,25 @@ def _replay(memory: Memory, trace: Trace, n_ch: int) -> ReplayResult:
         memory=memory.name, requests=n, reads=len(latencies), writes=n - len(latencies),
         cycles=last + 1, tck_s=memory.part.tck_s, access_bytes=memory.organization.access_bytes,
         read_latencies=latencies, row_hits=sum(1 for x in log.first_cmd if x == "hit"),
-        commands={k: v for k, v in counts.items() if v})
+        commands={k: v for k, v in counts.items() if v},
+        command_log=_command_log(tables, records, trace) if record_commands else None)
+
+
+def _command_log(tables: ChannelTables, records, trace: Trace) -> list[tuple]:
+    """(cycle, channel, command, {level: index}, row, column, request), in issue order; row and
+    column are None where the command has none (refresh, precharge; no column for ACT)."""
+    levels = ("pseudo_channel", "rank", "bank_group", "bank")
+    out = []
+    for ch, rec in enumerate(records):
+        for t, cmd, k, req in rec:
+            level = tables.target_level(cmd)
+            where = {}
+            for lv in range(1, level + 1):
+                where[levels[lv - 1]] = tables.ancestor(level, k, lv) % tables.fanout[lv]
+            decl = tables.commands[cmd]
+            column_cmd = bool(decl.reads or decl.writes)
+            row = trace.row[req] if req is not None and (decl.opens or column_cmd) else None
+            column = trace.column[req] if req is not None and column_cmd else None
+            out.append((t, ch, decl.name, where, row, column, req))
+    out.sort(key=lambda e: (e[0], e[1]))
+    return out
