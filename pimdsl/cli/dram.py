@@ -10,10 +10,10 @@ import sys
 
 from ..emit.templates import write_atomic
 from ..frontend.diagnostics import did_you_mean
-from ..frontend.pipeline import load_spec
 from ..interpreter.dram_tables import EngineError
 from ..interpreter.memory_system import replay
 from ..interpreter.traces import FORMATS, TraceError, read_trace
+from .loading import load_reported
 
 
 def add_parser(sub) -> None:
@@ -29,9 +29,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    spec, diags = load_spec(args.file, args.overrides)
-    if diags.items:
-        print(diags.render_all(), file=sys.stderr)
+    spec = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)

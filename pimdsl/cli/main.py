@@ -13,6 +13,7 @@ import sys
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
 from . import dram
+from .loading import load_reported
 from .show import spec_to_json
 
 
@@ -52,9 +53,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_show(args) -> int:
-    spec, diags = load_spec(args.file, args.overrides)
-    if diags.items:
-        print(diags.render_all(), file=sys.stderr)
+    spec = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
     if args.json:

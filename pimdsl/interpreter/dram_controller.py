@@ -270,7 +270,7 @@ class ChannelController:
             orow = open_row[b]
             first = q[0]
             if orow < 0:
-                cand = (self.ACT, first, self.act_checks[b])
+                cands = ((self.ACT, first, self.act_checks[b]),)
             else:
                 hit = None
                 if row_of[first] == orow:
@@ -280,27 +280,24 @@ class ChannelController:
                         if row_of[r] == orow:
                             hit = r
                             break
-                if hit is not None:
+                if hit is None:
+                    cands = ((self.PRE, first, self.pre_checks[b]),)
+                else:
                     cmd, checks = col_cmd, col_checks[b]
                     if self.RDA is not None and self._more_hits(q, hit, orow, b):
                         cmd = self.WR if writing else self.RD
                         checks = (self.wr_open_checks if writing else self.rd_open_checks)[b]
-                    t = now if now >= eligible[hit] else eligible[hit]
-                    for idx in checks:
-                        if at[idx] > t:
-                            t = at[idx]
-                    if best is None or t < best[0] or (t == best[0] and hit < best[1]):
-                        best = (t, hit, cmd, b, hit)
                     if hit == first or (self.rowhit and (self.cap == 0 or self.hits_since_act[b] < self.cap)):
-                        continue
-                cand = (self.PRE, first, self.pre_checks[b])
-            cmd, req, checks = cand
-            t = now if now >= eligible[req] else eligible[req]
-            for idx in checks:
-                if at[idx] > t:
-                    t = at[idx]
-            if best is None or t < best[0] or (t == best[0] and req < best[1]):
-                best = (t, req, cmd, b, req)
+                        cands = ((cmd, hit, checks),)
+                    else:       # an older request waits for another row: its PRE competes
+                        cands = ((cmd, hit, checks), (self.PRE, first, self.pre_checks[b]))
+            for cmd, req, checks in cands:
+                t = now if now >= eligible[req] else eligible[req]
+                for idx in checks:
+                    if at[idx] > t:
+                        t = at[idx]
+                if best is None or t < best[0] or (t == best[0] and req < best[1]):
+                    best = (t, req, cmd, b, req)
         return best
 
     def _more_hits(self, q, hit, orow, b):
