@@ -215,3 +215,17 @@ def test_language_md_shows_these_five_diagnostics_verbatim():
     source = inspect.getsource(inspect.getmodule(test_language_md_shows_these_five_diagnostics_verbatim))
     expected = [golden(g) for g in re.findall(r'golden\("""\n(.*?)"""\)\]', source, re.S)]
     assert shown == expected
+
+
+def test_pim_rules_name_pim_or_dram_commands(errors):
+    memory = DRAM + """
+pim_unit p {
+  placement = bank; simd_width = 256 bit; dtype = fp16;
+  command MAC { scope = all_banks; reads = [row]; }
+  rules { rule bank: ACT -> MAC = 3 cycles; rule bank: MAC -> PRX = 1 cycles; }
+}
+memory m { part = D; pim = p; address_map = [row, bank, bank_group, column]; }
+"""
+    found = errors(memory)
+    assert len(found) == 1 and "timing rule names the undeclared command 'PRX'" in found[0]
+    assert "did you mean 'PRE'" in found[0]

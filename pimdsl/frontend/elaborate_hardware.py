@@ -267,6 +267,11 @@ class HardwareBuilder:
         pim_node = r.ref("pim", ("pim_unit",), None)
         pim = self.el.build(pim_node) if pim_node is not None else None
         units = self.pim_units(r, pim, org) if pim else 0
+        if pim is not None:
+            known = {c.name for c in part.commands + pim.commands}
+            for rule in pim.rules + pim.windows:
+                names = rule.commands if isinstance(rule, TimingWindow) else rule.preceding + rule.following
+                self._check_rule_names(rule.scope, names, known, rule.span)
         memory = Memory(
             name=node.name, count=count, part=part, organization=org, address_map=address_map,
             address_bits=bits, offset_bits=offset,
@@ -376,7 +381,9 @@ class HardwareBuilder:
         timing, _ = self.timing_table(node, tck)
         r.blocks_asked.update(("timing", "command", "rules"))
         commands = self.commands(node)
-        rules, windows = self.rules(node, tck, {c.name for c in commands} or None)
+        # A PIM unit's rules may also name the DRAM commands of the memory it joins (ACT -> PIM
+        # command); those names are checked in `memory`, which knows both command sets.
+        rules, windows = self.rules(node, tck, None)
         files = []
         for rf in r.blocks("register_file"):
             rr = Reader(self.ev, rf)

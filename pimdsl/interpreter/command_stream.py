@@ -6,6 +6,11 @@ order; nothing is reordered). Commands on different buses of a channel (HBM
 row and column buses) may share a cycle. The stream is also checked: a column
 command to a closed bank or an ACT to an open one is a lowering bug and
 raises `StreamError` with the command's position.
+
+Refresh is a policy of the timer: `none`, or `blocking` (each refresh unit
+of the part's REF scope falls due every tREFI, first at tREFI; when the next
+command could only issue at or after that, the timer closes the open rows
+with PREA, issues REF, reopens the rows the stream had open, and goes on).
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from .dram_tables import BANK, ChannelTables
 
 @dataclass(frozen=True)
 class Command:
+    """One typed command of a stream: the DRAM or PIM command, where it goes, and what it is
+    for (`kind`, e.g. a MAC-triggering read or a register-file write)."""
     name: str
     channel: int = 0
     pseudo_channel: int = 0
@@ -26,6 +33,8 @@ class Command:
     bank_group: int = 0
     bank: int = 0
     row: int = 0
+    column: int = 0
+    kind: str = ""
 
 
 class StreamError(Exception):
@@ -35,7 +44,8 @@ class StreamError(Exception):
 class CommandTimer:
     """Issues commands in order on each channel of `memory` and returns their cycles."""
 
-    def __init__(self, memory: Memory, extra_commands=(), extra_rules=(), extra_windows=()):
+    def __init__(self, memory: Memory, extra_commands=(), extra_rules=(), extra_windows=(),
+                 refresh: str = "none"):
         part = memory.part
         self.tables = ChannelTables(memory, part.commands + tuple(extra_commands),
                                     part.rules + tuple(extra_rules), part.windows + tuple(extra_windows))
@@ -43,6 +53,46 @@ class CommandTimer:
         self.states: dict[int, DeviceState] = {}
         self.last: dict[int, int] = {}
         self.open_row: dict[int, list[int]] = {}
+        self.refreshes = 0
+        self._setup_refresh(refresh)
+
+    def _setup_refresh(self, policy: str) -> None:
+        t = self.tables
+        self.refresh_due: dict[int, list[int]] = {}
+        if policy == "none":
+            self.ref = None
+            return
+        if policy != "blocking":
+            raise StreamError(f"unknown refresh policy '{policy}' (none or blocking)")
+        self.ref, self.prea = t.roles.ref, t.roles.prea
+        self.tREFI = t.timing.get("tREFI")
+        if self.ref is None or self.prea is None or not self.tREFI:
+            raise StreamError("blocking refresh needs REF and PREA commands and tREFI")
+        self.ref_level = t.target_level(self.ref)
+
+    def _refresh_before(self, channel: int, bank: int, cycle: int) -> int:
+        """Refresh the unit of `bank` while it is due by `cycle`; the cycle the stream resumes from."""
+        t, state = self.tables, self.states[channel]
+        k = t.ancestor(BANK, bank, self.ref_level)
+        due = self.refresh_due.setdefault(channel, [self.tREFI] * t.count[self.ref_level])
+        rows = self.open_row[channel]
+        while cycle >= due[k]:
+            at = max(self.last.get(channel, 0), due[k])
+            banks = list(t.descendants(self.ref_level, k, BANK))
+            reopen = [(b, rows[b]) for b in banks if rows[b] >= 0]
+            if reopen:
+                at = state.earliest(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
+                state.issue(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
+            at = state.earliest(self.ref, k, at)
+            state.issue(self.ref, k, at)
+            self.refreshes += 1
+            for b, row in reopen:
+                at = state.earliest(t.roles.act, b, at)
+                state.issue(t.roles.act, b, at)
+            self.last[channel] = at
+            due[k] += self.tREFI
+            cycle = state.earliest(self._pending_cmd, self._pending_k, at)
+        return cycle
 
     def _flat_bank(self, c: Command) -> int:
         o = self.org
@@ -61,6 +111,9 @@ class CommandTimer:
         level = t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
         cycle = state.earliest(cmd, k, self.last.get(c.channel, 0))
+        if self.ref is not None:
+            self._pending_cmd, self._pending_k = cmd, k
+            cycle = self._refresh_before(c.channel, bank, cycle)
         self._track_rows(t.commands[cmd], level, k, bank, c, position)
         state.issue(cmd, k, cycle)
         self.last[c.channel] = cycle
@@ -87,6 +140,6 @@ class CommandTimer:
         return [self.issue(c, i) for i, c in enumerate(commands)]
 
 
-def time_commands(memory: Memory, commands: Iterable[Command], **extra) -> list[int]:
+def time_commands(memory: Memory, commands: Iterable[Command], **options) -> list[int]:
     """Issue cycle of every command of an ordered stream."""
-    return CommandTimer(memory, **extra).run(commands)
+    return CommandTimer(memory, **options).run(commands)
