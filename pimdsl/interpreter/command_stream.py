@@ -52,7 +52,7 @@ class CommandTimer:
         self.org = memory.organization
         self.states: dict[int, DeviceState] = {}
         self.last: dict[int, int] = {}
-        self.open_row: dict[int, list[int]] = {}
+        self.open_row: dict[int, dict[str, list[int]]] = {}     # channel -> row buffer -> bank -> row
         self.refreshes = 0
         self._setup_refresh(refresh)
 
@@ -75,7 +75,7 @@ class CommandTimer:
         t, state = self.tables, self.states[channel]
         k = t.ancestor(BANK, bank, self.ref_level)
         due = self.refresh_due.setdefault(channel, [self.tREFI] * t.count[self.ref_level])
-        rows = self.open_row[channel]
+        rows = self.open_row[channel].setdefault("mem", [-1] * t.banks)
         while cycle >= due[k]:
             at = max(self.last.get(channel, 0), due[k])
             banks = list(t.descendants(self.ref_level, k, BANK))
@@ -106,7 +106,7 @@ class CommandTimer:
         state = self.states.get(c.channel)
         if state is None:
             state = self.states[c.channel] = DeviceState(t)
-            self.open_row[c.channel] = [-1] * t.banks
+            self.open_row[c.channel] = {}
         bank = self._flat_bank(c)
         level = t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
@@ -120,7 +120,9 @@ class CommandTimer:
         return cycle
 
     def _track_rows(self, decl, level, k, bank, c, position):
-        rows = self.open_row[c.channel]
+        """Open rows per row buffer (`mem`, and `pim` for dual-row-buffer PIM banks)."""
+        buffers = self.open_row[c.channel]
+        rows = buffers.setdefault(decl.row_buffer, [-1] * self.tables.banks)
         banks = [bank] if level == BANK else list(self.tables.descendants(level, k, BANK))
         if decl.opens:
             for b in banks:
@@ -128,7 +130,7 @@ class CommandTimer:
                     raise StreamError(f"command {position}: {c.name} opens row {c.row} of bank {b}, "
                                       f"which still has row {rows[b]} open (precharge first)")
                 rows[b] = c.row
-        elif ("row" in decl.reads or "row" in decl.writes) and decl.row_buffer == "mem":
+        elif "row" in decl.reads or "row" in decl.writes:
             for b in banks:
                 if rows[b] < 0:
                     raise StreamError(f"command {position}: {c.name} to bank {b}, which has no open row")
