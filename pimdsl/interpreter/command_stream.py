@@ -14,7 +14,7 @@ with PREA, issues REF, reopens the rows the stream had open, and goes on).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..ir.hardware import Memory
@@ -35,6 +35,7 @@ class Command:
     row: int = 0
     column: int = 0
     kind: str = ""
+    data: object = field(default=None, compare=False, repr=False)   # a write's payload (values mode)
 
 
 class StreamError(Exception):

@@ -27,6 +27,8 @@ import math
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
+
 from ..interpreter.command_stream import Command
 from ..ir.hardware import Memory
 
@@ -59,9 +61,9 @@ class _Rows:
     def __init__(self, channel: int, org):
         self.channel, self.org, self.open = channel, org, {}
 
-    def cmd(self, name, bank, row=0, column=0, kind=""):
+    def cmd(self, name, bank, row=0, column=0, kind="", data=None):
         bg, ba = divmod(bank, self.org.banks_per_group)
-        return Command(name, self.channel, bank_group=bg, bank=ba, row=row, column=column, kind=kind)
+        return Command(name, self.channel, bank_group=bg, bank=ba, row=row, column=column, kind=kind, data=data)
 
     def ensure(self, bank, row, kind):
         if self.open.get(bank) == row:
@@ -77,13 +79,33 @@ class _Rows:
             self.open.clear()
 
 
-def gemv_stream(memory: Memory, out_per_pch: int, in_dim: int, channel: int = 0) -> Iterator[Command]:
-    """The PIM commands of one pCH's share of an out x in GEMV (out counted on this pCH)."""
+def weight_slot(memory: Memory, out_per_pch: int, in_dim: int, o: int, i: int, n: int) -> tuple[int, int, int]:
+    """(bank of the pair: 0 even / 1 odd, row, column) of weight burst n (0..63) of tile (o, i):
+    burst 8k + j holds the 16 weights of output j of the block for input burst k ([PIMREF] 1)."""
+    org = memory.organization
+    tiling = GemvTiling.of(memory, out_per_pch, in_dim)
+    first_row = 2 * (o * math.ceil(tiling.n_in / 2) + i // 2)
+    return i % 2, first_row + n // org.bursts_per_row, n % org.bursts_per_row
+
+
+def drain_slot(memory: Memory, o: int) -> tuple[int, int]:
+    """(row, first column) in the even banks where output tile o's 8 GRF_B registers land."""
+    org = memory.organization
+    per_row = org.bursts_per_row // 8
+    return org.rows - RESERVED_ROW_FROM_TOP - 1 - o // per_row, 8 * (o % per_row)
+
+
+def gemv_stream(memory: Memory, out_per_pch: int, in_dim: int, channel: int = 0, x=None) -> Iterator[Command]:
+    """The PIM commands of one pCH's share of an out x in GEMV (out counted on this pCH).
+    With the input vector `x` (values mode), each GRF_A write carries its 16-element slice."""
     org = memory.organization
     tiling = GemvTiling.of(memory, out_per_pch, in_dim)
     reserved = org.rows - RESERVED_ROW_FROM_TOP
-    banks = org.banks_per_rank
     rows = _Rows(channel, org)
+    if x is not None:                     # the last input tile is padded with zeros
+        padded = np.zeros(tiling.n_in * tiling.in_tile, dtype=np.asarray(x).dtype)
+        padded[:len(x)] = x
+        x = padded
     # bank order that alternates bank groups (tRRD_S, tCCD_S between neighbours)
     order = [g * org.banks_per_group + b for b in range(org.banks_per_group) for g in range(org.bank_groups)]
 
@@ -107,8 +129,6 @@ def gemv_stream(memory: Memory, out_per_pch: int, in_dim: int, channel: int = 0)
     # all-bank mode: bank 0 stands for the even banks, bank 1 for the odd ones
     yield from rows.ensure(0, reserved, "crf")
     yield rows.cmd("WR", 0, reserved, kind="crf")
-    row_pairs_per_out = math.ceil(tiling.n_in / 2)
-    bursts = org.bursts_per_row
     for o in range(tiling.n_out):
         yield from rows.ensure(0, reserved, "ctrl")
         yield rows.cmd("WR", 0, reserved, kind="ctrl")                      # enter all-bank-PIM
@@ -116,20 +136,24 @@ def gemv_stream(memory: Memory, out_per_pch: int, in_dim: int, channel: int = 0)
             bank = i % 2
             yield from rows.ensure(bank, reserved, "grf_a")
             for reg in range(8):
-                yield rows.cmd("WR", bank, reserved, column=reg, kind="grf_a")
-            first_row = 2 * (o * row_pairs_per_out + i // 2)
-            for half in range(tiling.bursts_per_block // bursts):
-                yield from rows.ensure(bank, first_row + half, "mac")
-                for col in range(bursts):
-                    yield rows.cmd("RD", bank, first_row + half, column=col, kind="mac")
-        # drain: NOP-triggered writes store GRF_B into the even bank's output row
-        out_row = reserved - 1
-        yield from rows.ensure(0, out_row, "drain")
+                data = None
+                if x is not None:
+                    lanes = tiling.in_tile // 8
+                    start = i * tiling.in_tile + reg * lanes
+                    data = x[start:start + lanes]
+                yield rows.cmd("WR", bank, reserved, column=reg, kind="grf_a", data=data)
+            for n in range(tiling.bursts_per_block):
+                _, row, col = weight_slot(memory, out_per_pch, in_dim, o, i, n)
+                yield from rows.ensure(bank, row, "mac")
+                yield rows.cmd("RD", bank, row, column=col, kind="mac")
+        # drain: NOP-triggered writes store GRF_B into the even banks' output rows, 8 bursts per
+        # output tile: tile o at row out_row(o), columns 8 (o % 4) .. + 7
+        row, col = drain_slot(memory, o)
+        yield from rows.ensure(0, row, "drain")
         for reg in range(8):
-            yield rows.cmd("WR", 0, out_row, column=reg, kind="drain")
+            yield rows.cmd("WR", 0, row, column=col + reg, kind="drain")
         yield from rows.ensure(0, reserved, "ctrl")
         yield rows.cmd("WR", 0, reserved, kind="ctrl")                      # leave all-bank-PIM
     yield from rows.close_all("mode")
     yield from mode_switch("mode")
     yield from park("park")
-    del banks

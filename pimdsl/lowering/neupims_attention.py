@@ -47,6 +47,11 @@ class ScoreTiling:
                    math.ceil(heads / per_row))
 
 
+def query_row(memory: Memory, head_set: int) -> int:
+    """The MEM row of bank 0 that holds the query of one head set (what PIM_GWRITE copies)."""
+    return memory.organization.rows - 1 - head_set
+
+
 def score_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channel: int = 0,
                  gwrite: bool = False, first_row: int = 0) -> Iterator[Command]:
     """K.q of `heads` heads against `seq_len` cached keys held by this channel."""
@@ -56,11 +61,14 @@ def score_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channe
     def cmd(name, rank=0, bg=0, bank=0, row=0, column=0, kind=""):
         return Command(name, channel, rank=rank, bank_group=bg, bank=bank, row=row, column=column, kind=kind)
 
-    if gwrite:                            # the query into the global buffer (from a MEM row)
-        yield cmd("ACT", row=org.rows - 1, kind="gwrite")
-        yield cmd("PIM_GWRITE", row=org.rows - 1, kind="gwrite")   # the MEM row may stay open (dual buffers)
     for head_set in range(t.head_sets):
         heads_here = min(t.heads_per_row, heads - head_set * t.heads_per_row)
+        if gwrite:                        # this head set's query into the global buffer (a MEM row)
+            if head_set:
+                yield cmd("PRE", kind="gwrite")
+            yield cmd("ACT", row=query_row(memory, head_set), kind="gwrite")
+            # the MEM row may stay open: PIM work uses the PIM row buffers (dual buffers)
+            yield cmd("PIM_GWRITE", row=query_row(memory, head_set), kind="gwrite")
         for tile in range(t.tiles):
             row = first_row + head_set * t.tiles + tile
             yield cmd("PIM_HEADER", column=heads_here, kind="header")
