@@ -10,7 +10,8 @@ raises `StreamError` with the command's position.
 Refresh is a policy of the timer: `none`, or `blocking` (each refresh unit
 of the part's REF scope falls due every tREFI, first at tREFI; when the next
 command could only issue at or after that, the timer closes the open rows
-with PREA, issues REF, reopens the rows the stream had open, and goes on).
+with PREA, issues REF, reopens the rows the stream had open with the
+commands that opened them, and goes on). PIM row buffers are not closed.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ class CommandTimer:
         self.states: dict[int, DeviceState] = {}
         self.last: dict[int, int] = {}
         self.open_row: dict[int, dict[str, list[int]]] = {}     # channel -> row buffer -> bank -> row
+        self.opener: dict[int, dict[int, tuple[int, int]]] = {}  # channel -> bank -> (command, node) of its MEM row
         self.refreshes = 0
         self._setup_refresh(refresh)
 
@@ -80,16 +82,18 @@ class CommandTimer:
         while cycle >= due[k]:
             at = max(self.last.get(channel, 0), due[k])
             banks = list(t.descendants(self.ref_level, k, BANK))
-            reopen = [(b, rows[b]) for b in banks if rows[b] >= 0]
+            openers = self.opener[channel]
+            # the commands that opened the rows (a bank ACT, or one all-bank ACT for many banks)
+            reopen = list(dict.fromkeys(openers[b] for b in banks if rows[b] >= 0))
             if reopen:
                 at = state.earliest(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
                 state.issue(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
             at = state.earliest(self.ref, k, at)
             state.issue(self.ref, k, at)
             self.refreshes += 1
-            for b, row in reopen:
-                at = state.earliest(t.roles.act, b, at)
-                state.issue(t.roles.act, b, at)
+            for cmd, node in reopen:
+                at = state.earliest(cmd, node, at)
+                state.issue(cmd, node, at)
             self.last[channel] = at
             due[k] += self.tREFI
             cycle = state.earliest(self._pending_cmd, self._pending_k, at)
@@ -108,6 +112,7 @@ class CommandTimer:
         if state is None:
             state = self.states[c.channel] = DeviceState(t)
             self.open_row[c.channel] = {}
+            self.opener[c.channel] = {}
         bank = self._flat_bank(c)
         level = t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
@@ -116,6 +121,10 @@ class CommandTimer:
             self._pending_cmd, self._pending_k = cmd, k
             cycle = self._refresh_before(c.channel, bank, cycle)
         self._track_rows(t.commands[cmd], level, k, bank, c, position)
+        if t.commands[cmd].opens and t.commands[cmd].row_buffer != "pim":
+            opener = self.opener[c.channel]
+            for b in ([bank] if level == BANK else t.descendants(level, k, BANK)):
+                opener[b] = (cmd, k)
         state.issue(cmd, k, cycle)
         self.last[c.channel] = cycle
         return cycle

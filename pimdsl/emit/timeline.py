@@ -1,0 +1,83 @@
+"""Timelines as Chrome / Perfetto traces (the Trace Event Format, JSON object form).
+
+An `Interval` is one busy span of one resource. A resource is named
+``group:unit`` ("pim:s24_lpddr5x", "cpu:s24_cpu", "link:pcie"): the group
+becomes a trace *process* and the unit a *thread* in it, so Perfetto shows
+one track per resource, gathered under its group. A name without ':' is its
+own group with one thread of the same name. Processes and threads are
+numbered from 1 in order of first appearance, so the same intervals always
+give the same trace.
+
+Each interval is a complete event (``ph`` "X") with ``ts`` and ``dur`` in
+microseconds, the format's unit; ``displayTimeUnit`` "ns" makes the viewer
+label times in nanoseconds. Metadata events (``ph`` "M", process_name and
+thread_name) carry the names.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+# Times are rounded to a picosecond (in microseconds, 6 decimals) so that float noise
+# (0.30000000000000004) does not reach the file.
+_DECIMALS = 6
+
+
+@dataclass(frozen=True)
+class Interval:
+    """`resource` is busy with `name` from `start_s` to `end_s` (seconds)."""
+    resource: str
+    name: str
+    start_s: float
+    end_s: float
+    category: str = ""
+    args: dict = field(default_factory=dict)   # shown in the viewer's detail pane; JSON values
+
+    def __post_init__(self):
+        if not (math.isfinite(self.start_s) and math.isfinite(self.end_s)):
+            raise ValueError(f"interval '{self.name}' on '{self.resource}' has a non-finite time "
+                             f"({self.start_s}, {self.end_s})")
+        if self.end_s < self.start_s:
+            raise ValueError(f"interval '{self.name}' on '{self.resource}' ends ({self.end_s:g} s) "
+                             f"before it starts ({self.start_s:g} s)")
+
+
+def split_resource(resource: str) -> tuple[str, str]:
+    """("pim", "s24_lpddr5x") for "pim:s24_lpddr5x"; (name, name) for a name without ':'."""
+    group, sep, unit = resource.partition(":")
+    return (group, unit) if sep else (resource, resource)
+
+
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, _DECIMALS)
+
+
+def chrome_trace(intervals) -> dict:
+    """The Trace Event Format object of `intervals` (any iterable of `Interval`); `json.dump` it
+    and open the file in https://ui.perfetto.dev or chrome://tracing."""
+    pids: dict[str, int] = {}
+    threads: dict[int, int] = {}                  # pid -> threads numbered so far
+    tids: dict[str, tuple[int, int]] = {}
+    metadata: list[dict] = []
+    events: list[dict] = []
+    for iv in intervals:
+        if iv.resource not in tids:
+            group, unit = split_resource(iv.resource)
+            if group not in pids:
+                pids[group] = len(pids) + 1
+                metadata.append({"name": "process_name", "ph": "M", "pid": pids[group], "tid": 0,
+                                 "args": {"name": group}})
+            pid = pids[group]
+            tid = threads[pid] = threads.get(pid, 0) + 1
+            tids[iv.resource] = (pid, tid)
+            metadata.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+                             "args": {"name": unit}})
+        pid, tid = tids[iv.resource]
+        event = {"name": iv.name, "ph": "X", "ts": _us(iv.start_s), "dur": _us(iv.end_s - iv.start_s),
+                 "pid": pid, "tid": tid}
+        if iv.category:
+            event["cat"] = iv.category
+        if iv.args:
+            event["args"] = dict(iv.args)
+        events.append(event)
+    return {"traceEvents": metadata + events, "displayTimeUnit": "ns"}

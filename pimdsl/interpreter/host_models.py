@@ -1,0 +1,193 @@
+"""Timing models of host kernels (CPU, GPU, NPU) and of link transfers.
+
+What a time covers: a kernel's time is its compute and its own DRAM traffic
+(`Kernel.bytes`), overlapped perfectly; no launch overhead, no cache model,
+no inter-device reduction (that is a `Transfer` on a link). A transfer's time
+is the link latency plus the bytes at the link bandwidth; no contention.
+
+Models, chosen by the processor:
+
+* roofline (CPU, GPU, and an NPU without systolic arrays):
+  ``compute_s = flops / (count * peak_flops[dtype] * efficiency * share)``,
+  ``memory_s = bytes / (count * memory_bandwidth_bytes_per_s)``,
+  ``seconds = max(compute_s, memory_s)``. ``share`` is the fraction of a CPU's
+  cores the kernel may use, ``min(kernel.threads, cores) / cores`` (1 when
+  ``kernel.threads`` is None, and always 1 on a GPU).
+* systolic (NPU gemm/gemv): a weight-stationary tile model, see `_systolic`.
+* vector (other NPU kernels): ``flops`` at one FLOP per vector lane per
+  cycle, see `_vector`.
+
+``Processor.count > 1`` means identical devices used together (tensor
+parallel): the work (FLOPs, bytes, systolic tiles) is divided evenly over them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.hardware import Link, Processor
+from ..lowering.records import Kernel
+
+# Where a kernel's dtype has no peak_flops entry, the peaks tried next, in order. A type only
+# falls back to units of the same or a wider type: narrow data (int4/int8/fp8 weights) is widened
+# on load and computed there, as weight-only quantized kernels do; bf16 and fp16 share the
+# 16-bit units of every bundled processor. fp32 has no fallback: narrower units cannot run it.
+DTYPE_FALLBACK = {
+    "bf16": ("fp16", "fp32"),
+    "fp16": ("bf16", "fp32"),
+    "fp8": ("fp16", "bf16", "fp32"),
+    "int8": ("fp16", "bf16", "fp32"),
+    "int4": ("int8", "fp16", "bf16", "fp32"),
+}
+
+SYSTOLIC_KINDS = ("gemm", "gemv")
+
+
+class ModelError(Exception):
+    """A kernel or a transfer cannot be timed on this hardware as specified."""
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """The time of one kernel on one processor, with both roofs."""
+    seconds: float                 # max(compute_s, memory_s)
+    compute_s: float
+    memory_s: float
+    bound: str                     # compute or memory (memory on a tie)
+    model: str                     # roofline, systolic or vector
+    peak_dtype: str | None = None  # roofline: the peak_flops entry used (after fallback)
+    systolic_tiles: int = 0        # systolic: weight tiles of rows x cols
+    systolic_cycles: int = 0       # systolic: cycles of the busiest array
+
+
+def kernel_time(processor: Processor, kernel: Kernel) -> KernelTime:
+    """Time `kernel` on `processor` (all `processor.count` devices together)."""
+    if kernel.flops < 0 or kernel.bytes < 0:
+        raise ModelError(f"kernel '{kernel.op}' has negative work (flops {kernel.flops:g}, "
+                         f"bytes {kernel.bytes:g})")
+    memory_s = _memory_s(processor, kernel)
+    if processor.kind == "npu" and kernel.kind in SYSTOLIC_KINDS and processor.systolic_arrays:
+        return _systolic(processor, kernel, memory_s)
+    if processor.kind == "npu" and kernel.kind not in SYSTOLIC_KINDS and processor.vector_units:
+        return _vector(processor, kernel, memory_s)
+    return _roofline(processor, kernel, memory_s)
+
+
+def transfer_time(link: Link, nbytes: float, *, instances: int | None = None) -> float:
+    """Seconds to move `nbytes` one way over `link`: ``latency_s + nbytes / (instances *
+    bandwidth_bytes_per_s)``.
+
+    ``instances`` link instances (default: all ``link.count``) carry equal shares of the bytes
+    in parallel, so a tensor-parallel transfer over ``l3_pcie[8]`` uses all eight; pass
+    ``instances=1`` for a transfer that one instance carries alone. Zero bytes take no time
+    (nothing is sent, so no latency is paid).
+    """
+    n = link.count if instances is None else instances
+    if not 1 <= n <= link.count:
+        raise ModelError(f"link '{link.name}' has {link.count} instance(s); a transfer cannot use {n}")
+    if nbytes < 0:
+        raise ModelError(f"a transfer over link '{link.name}' of negative size ({nbytes:g} bytes)")
+    if nbytes == 0:
+        return 0.0
+    if link.bandwidth_bytes_per_s <= 0:
+        raise ModelError(f"link '{link.name}' has no bandwidth; set 'bandwidth' in its spec")
+    return link.latency_s + nbytes / (n * link.bandwidth_bytes_per_s)
+
+
+# ---- the models ------------------------------------------------------------------------------
+
+def _memory_s(processor: Processor, kernel: Kernel) -> float:
+    if kernel.bytes == 0:
+        return 0.0
+    if processor.memory_bandwidth_bytes_per_s <= 0:
+        raise ModelError(f"{processor.kind} '{processor.name}' has no memory_bandwidth; kernel "
+                         f"'{kernel.op}' moves {kernel.bytes:g} bytes")
+    return kernel.bytes / (processor.count * processor.memory_bandwidth_bytes_per_s)
+
+
+def _done(compute_s: float, memory_s: float, model: str, **detail) -> KernelTime:
+    bound = "compute" if compute_s > memory_s else "memory"
+    return KernelTime(max(compute_s, memory_s), compute_s, memory_s, bound, model, **detail)
+
+
+def peak_dtype(processor: Processor, dtype: str) -> str:
+    """The peak_flops entry a `dtype` kernel runs at: its own, else the first of DTYPE_FALLBACK."""
+    for candidate in (dtype, *DTYPE_FALLBACK.get(dtype, ())):
+        if candidate in processor.peak_flops:
+            return candidate
+    tried = ", ".join((dtype, *DTYPE_FALLBACK.get(dtype, ())))
+    have = ", ".join(sorted(processor.peak_flops)) or "none"
+    raise ModelError(f"{processor.kind} '{processor.name}' has no peak for a {dtype} kernel "
+                     f"(tried {tried}; its peak block gives {have}); add '{dtype} = ... FLOPS;' "
+                     f"to its peak block")
+
+
+def _roofline(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:
+    """Roofline: compute and DRAM traffic overlap perfectly; the slower roof is the time."""
+    if kernel.flops == 0:
+        return _done(0.0, memory_s, "roofline")
+    dtype = peak_dtype(processor, kernel.dtype)
+    share = 1.0
+    if processor.kind == "cpu" and kernel.threads is not None:
+        if kernel.threads < 1:
+            raise ModelError(f"kernel '{kernel.op}' is given {kernel.threads} threads on "
+                             f"'{processor.name}'; it needs at least 1")
+        # a thread beyond the core count (SMT) adds no FMA units
+        share = min(kernel.threads, processor.cores) / processor.cores
+    rate = processor.count * processor.peak_flops[dtype] * processor.efficiency * share
+    return _done(kernel.flops / rate, memory_s, "roofline", peak_dtype=dtype)
+
+
+def _shape(kernel: Kernel) -> tuple[int, int, int]:
+    try:
+        return tuple(int(kernel.shape[key]) for key in ("m", "k", "n"))
+    except KeyError as missing:
+        raise ModelError(f"{kernel.kind} kernel '{kernel.op}' has no {missing} in its shape "
+                         f"{kernel.shape}; the systolic model needs m, k and n") from None
+
+
+def _clock(processor: Processor) -> float:
+    if not processor.clock_hz:
+        raise ModelError(f"npu '{processor.name}' has no clock; its systolic arrays and vector "
+                         f"units are timed in cycles")
+    return processor.clock_hz
+
+
+def _systolic(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:
+    """Weight-stationary systolic arrays, the NPU of NeuPIMs (Sec. 4 "NeuPIMs accelerator":
+    systolic arrays for GEMMs, vector units for the rest; Sec. 8.1 Table 2: 8 arrays of
+    128 x 128; its simulator's core is weight stationary, configs/systolic_ws_128x128_dev.json).
+
+    An M x K by K x N matmul is cut into ``ceil(K / rows) * ceil(N / cols)`` weight tiles. A tile
+    is held in one array while the M activation rows stream through: ``M + rows + cols`` cycles
+    (M rows, plus filling and draining the array). Tiles are spread evenly over
+    ``systolic_arrays * count`` arrays, one after another within an array with no overlap, so
+    ``cycles = ceil(tiles / arrays) * (M + rows + cols)`` and
+    ``compute_s = cycles / (clock_hz * efficiency)``. Each PE does one MAC per cycle whatever
+    the dtype. The NeuPIMs simulator (src/SystolicWS.cc) charges ``rows + cols - 2 + max(M, 4)``
+    per tile but lets a tile start while the previous one drains, so this model is an upper
+    bound for long runs of small-M tiles.
+    """
+    m, k, n = _shape(kernel)
+    rows, cols = processor.systolic_rows, processor.systolic_cols
+    if rows < 1 or cols < 1:
+        raise ModelError(f"npu '{processor.name}' has a systolic array of {rows} x {cols}; "
+                         f"give its rows and cols")
+    tiles = math.ceil(k / rows) * math.ceil(n / cols)
+    arrays = processor.systolic_arrays * processor.count
+    cycles = math.ceil(tiles / arrays) * (m + rows + cols) if tiles and m else 0
+    compute_s = cycles / (_clock(processor) * processor.efficiency) if cycles else 0.0
+    return _done(compute_s, memory_s, "systolic", systolic_tiles=tiles, systolic_cycles=cycles)
+
+
+def _vector(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:
+    """NPU vector units (NeuPIMs Sec. 8.1: "GPU-like vector processing units to support
+    non-GEMM operators"; Table 2: 8 units of 128 x 1): each lane does one FLOP per cycle, so
+    ``compute_s = flops / (vector_units * count * vector_width * clock_hz * efficiency)``.
+    Multi-step operations (exp, a reduction tree) are counted in the kernel's FLOPs."""
+    lanes = processor.vector_units * processor.count * processor.vector_width
+    if lanes < 1:
+        raise ModelError(f"npu '{processor.name}' has vector units of width {processor.vector_width}; "
+                         f"give their width")
+    compute_s = kernel.flops / (lanes * _clock(processor) * processor.efficiency) if kernel.flops else 0.0
+    return _done(compute_s, memory_s, "vector")

@@ -1,0 +1,136 @@
+"""Timing structured command streams, exactly or fast.
+
+Exact mode issues every command of the unrolled stream through
+`CommandTimer`. Fast mode does the same, but at each loop-iteration boundary
+it takes a *signature* of the timing state of every channel, relative to the
+channel's last issue cycle: every next-allowed cycle still in the future,
+the window histories still inside their windows, and which banks have a row
+open in which row buffer. The timer is a deterministic function of that
+state and of the command shapes, and a loop's body repeats its shape with
+its period (the `Loop` contract), so when a signature recurs after a
+multiple of the period the loop is in a periodic steady state: each further
+period adds the same cycles to each channel. Fast mode then shifts the state
+by whole periods instead of issuing them, and counts their commands.
+
+Refresh is the one absolute clock: a skip never crosses a refresh that falls
+due, so the stream runs exactly through each refresh and skips again once
+the state has settled. Fast therefore equals exact, command for command, in
+issue cycles of everything it does issue, in the end cycle and in the counts.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Iterable
+
+from ..lowering.stream import Item, Loop
+from .command_stream import Command, CommandTimer
+
+MIN_LOOP_FOR_PROBING = 3          # shorter loops are simply issued
+
+
+class StreamTimer:
+    """Times one or more streams, in program order per channel, on one `CommandTimer`."""
+
+    def __init__(self, timer: CommandTimer, fast: bool = True,
+                 on_issue: Callable[[Command, int], None] | None = None):
+        self.timer = timer
+        self.fast = fast and on_issue is None      # a per-command callback needs every command
+        self.on_issue = on_issue
+        self.counts: Counter = Counter()           # (name, kind) -> commands issued or skipped
+        self.skipped = 0                           # commands accounted for without issuing
+        self.position = 0
+        self.end = 0                               # one past the last issue cycle of any channel
+        windows = timer.tables.windows
+        self._window_horizon = max((w.cycles for w in windows), default=0) + 1
+
+    # ---- issuing --------------------------------------------------------------
+    def run(self, items: Iterable[Item]) -> int:
+        """Issue a stream; returns one past the last issue cycle so far."""
+        for item in items:
+            if isinstance(item, Loop):
+                self._loop(item)
+            else:
+                self._command(item)
+        return self.end
+
+    def _command(self, c: Command) -> None:
+        cycle = self.timer.issue(c, self.position)
+        self.position += 1
+        self.counts[(c.name, c.kind)] += 1
+        if cycle + 1 > self.end:
+            self.end = cycle + 1
+        if self.on_issue is not None:
+            self.on_issue(c, cycle)
+
+    def _loop(self, loop: Loop) -> None:
+        probing = self.fast and loop.count >= MIN_LOOP_FOR_PROBING + loop.period
+        seen: dict[tuple, tuple[int, dict, Counter, int]] = {}
+        i = 0
+        while i < loop.count:
+            self.run(loop.body(i))
+            i += 1
+            if not probing or i >= loop.count:
+                continue
+            sig = self._signature()
+            hit = seen.get(sig)
+            if hit is not None and hit[3] != self.timer.refreshes:
+                hit = None                 # a refresh in between: the cycles between are not a period
+            if hit is not None and (i - hit[0]) % loop.period == 0:
+                skip_to = self._skip(hit, i, loop.count)
+                if skip_to > i:
+                    i = skip_to
+                    seen.clear()
+                    continue
+            seen[sig] = (i, dict(self.timer.last), self.counts.copy(), self.timer.refreshes)
+
+    # ---- steady state ------------------------------------------------------------
+    def _signature(self) -> tuple:
+        t = self.timer
+        horizon = self._window_horizon
+        parts = []
+        for ch in sorted(t.states):
+            now = t.last.get(ch, 0)
+            state = t.states[ch]
+            parts.append(ch)
+            parts.append(tuple(v - now if v > now else 0 for v in state.next_at))
+            parts.append(tuple(tuple(max(e - now, -horizon) for e in h) for h in state.window_history))
+            parts.append(tuple((buf, tuple(r >= 0 for r in rows)) for buf, rows in sorted(t.open_row[ch].items())))
+        return tuple(parts)
+
+    def _skip(self, hit, i: int, count: int) -> int:
+        """Shift the state by whole steady-state periods; returns the iteration reached."""
+        t = self.timer
+        j, lasts, counts, _ = hit
+        span = i - j
+        deltas = {ch: t.last.get(ch, 0) - lasts.get(ch, 0) for ch in t.states}
+        periods = (count - i) // span
+        for ch, delta in deltas.items():           # never skip across a refresh that falls due
+            due = t.refresh_due.get(ch)
+            if t.ref is not None and delta > 0:
+                first_due = min(due) if due else t.tREFI
+                periods = min(periods, max(0, (first_due - 1 - t.last.get(ch, 0)) // delta))
+        if periods <= 0:
+            return i
+        for ch, delta in deltas.items():
+            shift = periods * delta
+            state = t.states[ch]
+            state.next_at = [v + shift for v in state.next_at]
+            for h in state.window_history:
+                for n in range(len(h)):
+                    h[n] += shift
+            t.last[ch] = t.last.get(ch, 0) + shift
+            self.end = max(self.end, t.last[ch] + 1)
+        per_period = self.counts - counts
+        added = sum(per_period.values())
+        for key, n in per_period.items():
+            self.counts[key] += periods * n
+        self.skipped += periods * added
+        self.position += periods * added
+        return i + periods * span
+
+
+def time_stream(timer: CommandTimer, items: Iterable[Item], fast: bool = True) -> StreamTimer:
+    """Time `items` on `timer` and return the StreamTimer (end cycle, counts)."""
+    st = StreamTimer(timer, fast=fast)
+    st.run(items)
+    return st

@@ -1,0 +1,40 @@
+"""What lowering hands the interpreter besides PIM command streams: host kernels and link transfers.
+
+A `Kernel` is one op placed on a processor, reduced to what a timing model
+needs (kind, FLOPs, DRAM bytes, shape). A `Transfer` is data moved between
+two devices over a link. Both name the graph op they come from, so a
+schedule and a trace can always point back at the model.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+# kernel kinds a host timing model knows
+KERNEL_KINDS = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "embedding", "copy")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    op: str                        # graph node name, e.g. L3.q_proj
+    kind: str                      # one of KERNEL_KINDS
+    device: str                    # processor name
+    dtype: str
+    flops: float
+    bytes: float                   # DRAM traffic: weights + activations + KV cache
+    shape: dict = field(default_factory=dict)   # gemm/gemv: m, k, n; attention: heads, q, kv, head_dim
+    threads: int | None = None     # CPU threads it may use (None: every core)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Transfer:
+    op: str                        # the op whose data moves
+    link: str                      # link name
+    src: str                       # device names
+    dst: str
+    bytes: float
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,189 @@
+"""Host kernel and link timing models, with numbers worked by hand from the bundled specs."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import lru_cache
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pimdsl.frontend.pipeline import load_spec
+from pimdsl.interpreter.host_models import ModelError, kernel_time, peak_dtype, transfer_time
+from pimdsl.lowering.records import Kernel
+
+from .conftest import ROOT
+
+MiB = 1 << 20
+
+
+@lru_cache(maxsize=None)
+def bundled(name: str):
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / f"{name}.pim"))
+    assert not diags.errors
+    return spec
+
+
+def s24():
+    return bundled("galaxy_s24p").processors["s24_cpu"]
+
+
+def npu():
+    return bundled("neupims").processors["neupims_npu"]
+
+
+def matmul(m, k, n, *, dtype="bf16", device="s24_cpu", kind=None, threads=None, bytes_per=2):
+    """A matmul kernel; bytes: weights K x N plus activations in and out, `bytes_per` each."""
+    return Kernel(op="L0.proj", kind=kind or ("gemv" if m == 1 else "gemm"), device=device,
+                  dtype=dtype, flops=2.0 * m * k * n, bytes=float(bytes_per * (k * n + m * k + m * n)),
+                  shape={"m": m, "k": k, "n": n}, threads=threads)
+
+
+# ---- roofline on the Galaxy S24+ CPU ([SHERPA] Table 3: 321 GFLOPS bf16, 68.264 GB/s) ---------
+
+def test_s24_gemv_is_memory_bound():
+    # 2048 x 2048 bf16 weights = 8 MiB, read once at 68.264 GB/s
+    k = Kernel("L0.q_proj", "gemv", "s24_cpu", "bf16", flops=2 * 2048 * 2048, bytes=8 * MiB,
+               shape={"m": 1, "k": 2048, "n": 2048}, threads=4)
+    t = kernel_time(s24(), k)
+    assert t.model == "roofline" and t.bound == "memory" and t.peak_dtype == "bf16"
+    assert t.memory_s == pytest.approx(8 * MiB / 68.264e9)          # 122.9 us
+    assert t.compute_s == pytest.approx(2 * 2048 * 2048 / (321e9 * 4 / 6))   # 39.2 us
+    assert t.seconds == t.memory_s
+
+
+def test_s24_gemm_is_compute_bound_on_four_of_six_cores():
+    # [SHERPA] Sec. 5: four cores run GEMM, two copy
+    t = kernel_time(s24(), matmul(4096, 4096, 4096, threads=4))
+    assert t.bound == "compute"
+    assert t.compute_s == pytest.approx(2 * 4096 ** 3 / 214e9)      # 0.642 s at 321 x 4/6 GFLOPS
+    assert t.memory_s == pytest.approx(3 * 4096 * 4096 * 2 / 68.264e9)
+    assert t.seconds == t.compute_s
+    every_core = kernel_time(s24(), matmul(4096, 4096, 4096))
+    assert every_core.compute_s == pytest.approx(t.compute_s * 4 / 6)
+
+
+def test_threads_beyond_the_core_count_add_nothing():
+    assert kernel_time(s24(), matmul(512, 512, 512, threads=12)) == kernel_time(s24(), matmul(512, 512, 512))
+
+
+def test_gpu_ignores_threads_and_divides_over_count():
+    a100 = bundled("dgx_a100_pim").processors["l3_a100"]            # 8 GPUs, tensor parallel
+    t = kernel_time(a100, matmul(8192, 8192, 8192, dtype="fp16", device="l3_a100", threads=1))
+    assert t.compute_s == pytest.approx(2 * 8192 ** 3 / (8 * 312e12))
+    assert t.memory_s == pytest.approx(3 * 8192 ** 2 * 2 / (8 * 2039e9))
+
+
+def test_efficiency_scales_compute_only():
+    cpu = dataclasses.replace(s24(), efficiency=0.5)
+    full, half = kernel_time(s24(), matmul(1024, 1024, 1024)), kernel_time(cpu, matmul(1024, 1024, 1024))
+    assert half.compute_s == pytest.approx(2 * full.compute_s)
+    assert half.memory_s == full.memory_s
+
+
+# ---- dtype fallback -------------------------------------------------------------------------
+
+def test_dtype_fallback():
+    assert peak_dtype(s24(), "fp16") == "bf16"                       # s24 has bf16 only
+    assert peak_dtype(s24(), "int8") == "bf16"                       # widened to 16-bit units
+    rtx = bundled("rtx4090_ndp").processors["hermes_rtx4090"]        # no bf16 entry
+    assert peak_dtype(rtx, "bf16") == "fp16"
+    epyc = bundled("dgx_a100_pim").processors["l3_epyc"]             # fp32 only
+    t = kernel_time(epyc, matmul(256, 256, 256, dtype="bf16", device="l3_epyc"))
+    assert t.peak_dtype == "fp32"
+    assert t.compute_s == pytest.approx(2 * 256 ** 3 / (2 * 4.608e12))
+
+
+def test_missing_dtype_is_a_clear_error():
+    with pytest.raises(ModelError) as err:
+        kernel_time(s24(), matmul(64, 64, 64, dtype="fp32"))
+    message = str(err.value)
+    assert "s24_cpu" in message and "fp32" in message and "bf16" in message
+
+
+# ---- NeuPIMs NPU: 8 weight-stationary 128 x 128 arrays at 1 GHz, 8 vector units of 128 --------
+
+def test_npu_systolic_gemm_by_hand():
+    # 64 x 4096 by 4096 x 4096: 32 x 32 = 1024 weight tiles, 128 per array;
+    # each 64 + 128 + 128 = 320 cycles -> 40,960 cycles = 40.96 us at 1 GHz
+    k = Kernel("L0.ffn", "gemm", "neupims_npu", "fp16", flops=2 * 64 * 4096 * 4096,
+               bytes=4096 * 4096 * 2, shape={"m": 64, "k": 4096, "n": 4096})
+    t = kernel_time(npu(), k)
+    assert (t.model, t.systolic_tiles, t.systolic_cycles) == ("systolic", 1024, 40960)
+    assert t.compute_s == pytest.approx(40.96e-6)
+    assert t.memory_s == pytest.approx(32 * MiB / 1024e9)            # 32.8 us
+    assert t.bound == "compute" and t.seconds == t.compute_s
+
+
+def test_npu_systolic_ragged_tiles():
+    # K = 300 -> 3 row tiles, N = 200 -> 2 col tiles: 6 tiles fit the 8 arrays in one wave
+    t = kernel_time(npu(), matmul(10, 300, 200, dtype="fp16", device="neupims_npu"))
+    assert (t.systolic_tiles, t.systolic_cycles) == (6, 10 + 128 + 128)
+    # 17 tiles need three waves
+    t = kernel_time(npu(), matmul(10, 128 * 17, 1, dtype="fp16", device="neupims_npu"))
+    assert (t.systolic_tiles, t.systolic_cycles) == (17, 3 * 266)
+
+
+def test_npu_vector_units_run_softmax():
+    k = Kernel("L0.softmax", "softmax", "neupims_npu", "fp16", flops=5 * 1024 * 1024, bytes=0)
+    t = kernel_time(npu(), k)
+    assert t.model == "vector" and t.bound == "compute"
+    assert t.compute_s == pytest.approx(5 * 1024 * 1024 / (8 * 128 * 1e9))
+
+
+def test_npu_gemm_needs_a_shape():
+    k = Kernel("L0.ffn", "gemm", "neupims_npu", "fp16", flops=1e9, bytes=1e6)
+    with pytest.raises(ModelError, match="'m'"):
+        kernel_time(npu(), k)
+
+
+# ---- links ----------------------------------------------------------------------------------
+
+def test_transfer_time():
+    icnt = bundled("neupims").links["neupims_icnt"]                  # 32 GB/s, one instance
+    assert transfer_time(icnt, 32e6) == pytest.approx(1e-3)
+    slow = dataclasses.replace(icnt, latency_s=2e-6)
+    assert transfer_time(slow, 32e6) == pytest.approx(1e-3 + 2e-6)
+    assert transfer_time(slow, 0) == 0.0
+    pcie = bundled("dgx_a100_pim").links["l3_pcie"]                  # 8 x 31.5 GB/s
+    assert transfer_time(pcie, 8 * 31.5e6) == pytest.approx(1e-3)
+    assert transfer_time(pcie, 31.5e6, instances=1) == pytest.approx(1e-3)
+    with pytest.raises(ModelError):
+        transfer_time(pcie, 1.0, instances=9)
+
+
+# ---- properties -----------------------------------------------------------------------------
+
+PROCESSORS = [("galaxy_s24p", "s24_cpu"), ("neupims", "neupims_npu"), ("neupims", "neupims_a100"),
+              ("rtx4090_ndp", "hermes_host_cpu")]
+work = st.floats(min_value=0, max_value=1e15, allow_nan=False)
+dims = st.integers(min_value=1, max_value=20000)
+
+
+@settings(max_examples=60, deadline=None)
+@given(which=st.sampled_from(PROCESSORS), kind=st.sampled_from(["gemm", "gemv", "softmax", "norm"]),
+       m=dims, k=dims, n=dims, flops=work, nbytes=work, extra=work,
+       threads=st.one_of(st.none(), st.integers(min_value=1, max_value=64)))
+def test_time_is_at_least_each_roof_and_monotone(which, kind, m, k, n, flops, nbytes, extra, threads):
+    proc = bundled(which[0]).processors[which[1]]
+    base = Kernel("op", kind, proc.name, "fp16", flops, nbytes, {"m": m, "k": k, "n": n}, threads)
+    t = kernel_time(proc, base)
+    assert t.seconds >= t.compute_s and t.seconds >= t.memory_s
+    assert t.seconds == max(t.compute_s, t.memory_s)
+    assert t.memory_s == pytest.approx(nbytes / (proc.count * proc.memory_bandwidth_bytes_per_s))
+    more_flops = kernel_time(proc, dataclasses.replace(base, flops=flops + extra))
+    more_bytes = kernel_time(proc, dataclasses.replace(base, bytes=nbytes + extra))
+    assert more_flops.seconds >= t.seconds and more_bytes.seconds >= t.seconds
+    if t.model == "systolic":   # systolic time follows the shape, not the FLOP count
+        bigger = kernel_time(proc, dataclasses.replace(base, shape={"m": m + 1, "k": k + 1, "n": n + 1}))
+        assert bigger.compute_s >= t.compute_s
+        assert math.isclose(t.compute_s, t.systolic_cycles / proc.clock_hz)
+
+
+@settings(max_examples=40, deadline=None)
+@given(nbytes=st.floats(min_value=0, max_value=1e12), extra=st.floats(min_value=0, max_value=1e12))
+def test_transfer_is_monotone(nbytes, extra):
+    link = bundled("rtx4090_ndp").links["hermes_dimm_link"]
+    assert transfer_time(link, nbytes + extra) >= transfer_time(link, nbytes)
+    assert transfer_time(link, nbytes, instances=1) >= transfer_time(link, nbytes)
