@@ -1,8 +1,9 @@
 """Values through the PIM commands equal numpy, for both command families, on random shapes.
 
-Exact against numpy in the executor's accumulation order (pim_values' docstring), and within
-the datatype's tolerance against a float64 product: so a misplaced weight, a wrong register or
-a skipped tile fails, while rounding differences of the order do not hide them.
+Exact against numpy in the executor's accumulation order (the docstrings of pim_values and
+neupims_values), and within the datatype's tolerance against a float64 product: so a misplaced
+weight, a wrong register or a skipped tile fails, while rounding differences of the order do not
+hide them.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
+from pimdsl.interpreter import neupims_values as NV
 from pimdsl.interpreter import pim_values as PV
 from pimdsl.lowering.hbm_pim_gemv import gemv_stream
 from pimdsl.lowering.neupims_attention import score_stream
@@ -78,12 +80,12 @@ def test_neupims_scores_equal_numpy(neupims, seq, heads, head_dim, seed):
     keys = rng.uniform(-1, 1, (seq, heads, head_dim)).astype(np.float16)
     q = rng.uniform(-1, 1, (heads, head_dim)).astype(np.float16)
     banks = PV.Banks(neupims, "fp16")
-    PV.place_keys(neupims, banks, keys)
-    PV.place_query(neupims, banks, q)
-    ex = PV.NeuPimsExecutor(neupims, banks, head_dim)
+    NV.place_keys(neupims, banks, keys)
+    NV.place_query(neupims, banks, q)
+    ex = NV.NeuPimsExecutor(neupims, banks, head_dim)
     for cmd in score_stream(neupims, seq, heads, head_dim, gwrite=True):
         ex.execute(cmd)
-    scores = PV.gather_scores(neupims, ex, seq, heads, head_dim)
-    assert np.array_equal(scores, PV.neupims_scores_reference(keys, q, neupims.pim.lanes))
+    scores = NV.gather_scores(neupims, ex, seq, heads, head_dim)
+    assert np.array_equal(scores, NV.neupims_scores_reference(keys, q, neupims.pim.lanes))
     exact = np.einsum("thd,hd->ht", keys.astype(np.float64), q.astype(np.float64))
     assert np.allclose(scores.astype(np.float64), exact, rtol=2e-3, atol=2e-3 * np.sqrt(head_dim))

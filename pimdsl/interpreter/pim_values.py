@@ -8,13 +8,11 @@ accumulation order, so that a result computed through the commands can be
 compared with numpy: exactly when numpy follows the same order
 (`*_reference`), within a datatype tolerance against float64.
 
-Accumulation orders (stated, as the hardware's are not fully public):
-  * HBM-PIM (Aquabolt-XL): each MAC rounds the product to the unit's
-    datatype, then the sum (GRF_B += GRF_A x bank burst, lane by lane); the
-    host adds the 16 lane partial sums of each output in float32, lane 0 first.
-  * NeuPIMs: each COMP step forms 16 float32 products of fp16 operands and
-    adds them pairwise (an adder tree), steps accumulate in float32, and the
-    result returns rounded to fp16.
+Accumulation order of HBM-PIM (Aquabolt-XL), stated, as the hardware's is
+not fully public: each MAC rounds the product to the unit's datatype, then
+the sum (GRF_B += GRF_A x bank burst, lane by lane); the host adds the 16
+lane partial sums of each output in float32, lane 0 first. The NeuPIMs
+executor is in neupims_values.
 """
 from __future__ import annotations
 
@@ -25,7 +23,6 @@ import numpy as np
 
 from ..ir.hardware import Memory
 from ..lowering.hbm_pim_gemv import GemvTiling, drain_slot, weight_slot
-from ..lowering.neupims_attention import ScoreTiling, query_row
 from .command_stream import Command
 
 NUMPY_DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
@@ -140,95 +137,3 @@ def hbm_pim_gemv_reference(w: np.ndarray, x: np.ndarray, dtype: str, lanes: int 
     for lane in range(lanes):
         y = (y + acc[:, lane].astype(np.float32)).astype(np.float32)
     return y
-
-
-# ---- NeuPIMs ---------------------------------------------------------------------------------
-def place_keys(memory: Memory, banks: Banks, keys: np.ndarray, first_row: int = 0) -> None:
-    """Keys (seq_len x heads x head_dim) where score_stream's PIM_GEMVs find them: token t of
-    tile t // banks in bank t % banks; a row holds heads_per_row heads of one head set."""
-    seq, heads, dim = keys.shape
-    t = ScoreTiling.of(memory, seq, heads, dim)
-    for tok in range(seq):
-        tile, bank = divmod(tok, t.tokens_per_tile)
-        for hs in range(t.head_sets):
-            row = banks.row(bank, first_row + hs * t.tiles + tile).reshape(-1)
-            chunk = keys[tok, hs * t.heads_per_row:(hs + 1) * t.heads_per_row].reshape(-1)
-            row[:chunk.size] = chunk
-
-
-def place_query(memory: Memory, banks: Banks, q: np.ndarray) -> None:
-    """The query (heads x head_dim), one head set per MEM row of bank 0, as PIM_GWRITE reads it."""
-    heads, dim = q.shape
-    t = ScoreTiling.of(memory, 1, heads, dim)
-    for hs in range(t.head_sets):
-        chunk = q[hs * t.heads_per_row:(hs + 1) * t.heads_per_row].reshape(-1)
-        banks.row(0, query_row(memory, hs)).reshape(-1)[:chunk.size] = chunk
-
-
-class NeuPimsExecutor:
-    """Runs score_stream's commands: GWRITE fills the global buffer, PIM_ACT opens PIM rows,
-    PIM_GEMV computes one head's dot product in every bank, PIM_PRECHARGE closes."""
-
-    def __init__(self, memory: Memory, banks: Banks, head_dim: int):
-        org = memory.organization
-        self.banks, self.head_dim = banks, head_dim
-        self.lanes = memory.pim.lanes
-        self.per_rank = org.banks_per_rank
-        self.n_banks = org.ranks * org.banks_per_rank
-        self.gbuf = None
-        self.pim_row = [-1] * self.n_banks
-        self.results: dict[tuple[int, int, int], np.float16] = {}    # (bank, row, head) -> score
-
-    def _bank(self, cmd):
-        return cmd.rank * self.per_rank + cmd.bank_group * self.banks.banks_per_group + cmd.bank
-
-    def execute(self, cmd: Command) -> None:
-        name = cmd.name
-        if name == "PIM_GWRITE":
-            self.gbuf = self.banks.row(self._bank(cmd), cmd.row).reshape(-1).astype(np.float32)
-        elif name == "PIM_ACT":
-            base = cmd.rank * self.per_rank + cmd.bank_group * self.banks.banks_per_group
-            for b in range(base, base + self.banks.banks_per_group):
-                self.pim_row[b] = cmd.row
-        elif name == "PIM_PRECHARGE":
-            self.pim_row[self._bank(cmd)] = -1
-        elif name == "PIM_GEMV":
-            h, d = cmd.column, self.head_dim
-            q = self.gbuf[h * d:(h + 1) * d]
-            for b in range(self.n_banks):
-                key = self.banks.row(b, self.pim_row[b]).reshape(-1)[h * d:(h + 1) * d].astype(np.float32)
-                self.results[(b, self.pim_row[b], h)] = neupims_dot(key, q, self.lanes)
-
-
-def neupims_dot(a: np.ndarray, b: np.ndarray, lanes: int) -> np.float16:
-    acc = np.float32(0)
-    for start in range(0, a.size, lanes):
-        level = (a[start:start + lanes] * b[start:start + lanes]).astype(np.float32)
-        while level.size > 1:                  # adder tree: pairwise sums
-            if level.size % 2:
-                level = np.append(level, np.float32(0))
-            level = (level[0::2] + level[1::2]).astype(np.float32)
-        acc = np.float32(acc + level[0])
-    return np.float16(acc)
-
-
-def gather_scores(memory: Memory, ex: NeuPimsExecutor, seq: int, heads: int, head_dim: int,
-                  first_row: int = 0) -> np.ndarray:
-    """Scores (heads x seq) from the executor's per-bank results, back in token order."""
-    t = ScoreTiling.of(memory, seq, heads, head_dim)
-    out = np.zeros((heads, seq), dtype=np.float16)
-    for tok in range(seq):
-        tile, bank = divmod(tok, t.tokens_per_tile)
-        for h in range(heads):
-            hs, local = divmod(h, t.heads_per_row)
-            out[h, tok] = ex.results[(bank, first_row + hs * t.tiles + tile, local)]
-    return out
-
-
-def neupims_scores_reference(keys: np.ndarray, q: np.ndarray, lanes: int) -> np.ndarray:
-    seq, heads, dim = keys.shape
-    out = np.zeros((heads, seq), dtype=np.float16)
-    for h in range(heads):
-        for tok in range(seq):
-            out[h, tok] = neupims_dot(keys[tok, h].astype(np.float32), q[h].astype(np.float32), lanes)
-    return out
