@@ -40,6 +40,8 @@ class StreamTimer:
         self.skipped = 0                           # commands accounted for without issuing
         self.position = 0
         self.end = 0                               # one past the last issue cycle of any channel
+        self.read_end = 0                          # one past the last column read's issue cycle
+        self._readers = {c.name for c in timer.tables.commands if "row" in c.reads}
         windows = timer.tables.windows
         self._window_horizon = max((w.cycles for w in windows), default=0) + 1
 
@@ -59,6 +61,8 @@ class StreamTimer:
         self.counts[(c.name, c.kind)] += 1
         if cycle + 1 > self.end:
             self.end = cycle + 1
+        if c.name in self._readers and cycle + 1 > self.read_end:
+            self.read_end = cycle + 1
         if self.on_issue is not None:
             self.on_issue(c, cycle)
 
@@ -121,6 +125,8 @@ class StreamTimer:
             t.last[ch] = t.last.get(ch, 0) + shift
             self.end = max(self.end, t.last[ch] + 1)
         per_period = self.counts - counts
+        if any(name in self._readers for name, _ in per_period):
+            self.read_end += periods * max(deltas.values())
         added = sum(per_period.values())
         for key, n in per_period.items():
             self.counts[key] += periods * n

@@ -8,6 +8,7 @@ schedule and a trace can always point back at the model.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
 # kernel kinds a host timing model knows
 KERNEL_KINDS = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "embedding", "copy")
@@ -38,3 +39,21 @@ class Transfer:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class PimWork:
+    """An op on a PIM memory: its structured command stream, per channel.
+
+    Every channel runs the same stream on its own share of the data (the
+    lowerings split outputs evenly), so timing one channel times the op.
+    Ops with the same `key` have the same stream shape and time alike.
+    """
+    op: str
+    memory: str
+    family: str                    # samsung, hbm_pim, neupims
+    stream: Callable[[int], list]  # channel -> items (commands and loops)
+    key: tuple
+
+    def to_json(self) -> dict:
+        return {"op": self.op, "memory": self.memory, "family": self.family, "key": list(self.key)}

@@ -1,0 +1,156 @@
+"""Running a system: compile each step of the workload, time its ops, schedule them, report.
+
+A decoder workload is one prefill step (every request's `input_len` tokens)
+and `output_len` decode steps (one token per request each, the KV cache
+growing from `input_len`); the first output token comes after the prefill
+step and the first decode step's... no: TTFT is the prefill step, whose
+logits give the first token; each decode step then gives one more token per
+request, so `output_len` decode steps are timed (the last one's token is the
+`output_len + 1`-th; this keeps "1 prefill token, 1 decode token" a real
+decode step). Encoders and graph models run one step.
+
+Reported (ARCHITECTURE.md, `pimc run --json`):
+  ttft_s         the prefill step
+  tpot_s         mean decode step
+  tokens_per_s   generated tokens (batch x output_len) per second, end to end
+  end_to_end_s   prefill + every decode step
+  memory_bytes   weights (every copy), KV cache at the end, largest activation
+  utilization    busy time / end-to-end time, per resource
+  breakdown_s    per phase: its wall time and each resource's busy time
+Steps run back to back; nothing overlaps across steps.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from ..graph.build import build_graph
+from ..ir.workload import System
+from ..lowering.records import PimWork
+from ..passes.manager import PassManager
+from ..passes.program import Program
+from .op_timing import OpTimer, refresh_policy
+from .schedule import StepSchedule, schedule
+
+
+@dataclass
+class RunResult:
+    report: dict
+    intervals: list = field(default_factory=list)     # emit.timeline.Interval, whole run
+    pass_times_s: dict = field(default_factory=dict)
+
+
+def compile_step(system: System, phase: str, batch: int, tokens: int, context: int,
+                 manager: PassManager | None = None) -> Program:
+    graph = build_graph(system.model, phase, batch, tokens, context)
+    program = Program(system, phase, batch, tokens, context, graph)
+    return (manager or PassManager()).run(program)
+
+
+def run_system(system: System, fast: bool = True, manager: PassManager | None = None,
+               progress=None, timeline: bool = False) -> RunResult:
+    manager = manager or PassManager()
+    model, work = system.model, system.workload
+    timer = OpTimer(system, fast=fast)
+    seconds_of = lambda attrs: timer.seconds(attrs["lowered"])
+    batch = work.batch if work else 1
+    input_len = work.input_len if work else 1
+    output_len = (work.output_len if work else 1) if model.architecture == "decoder" else 0
+
+    phases: dict[str, dict] = {}
+    intervals, clock = [], 0.0
+    pim_step = None
+
+    def record(phase: str, step: StepSchedule, program: Program):
+        nonlocal clock
+        entry = phases.setdefault(phase, {"seconds": 0.0, "steps": 0, "busy": defaultdict(float)})
+        entry["seconds"] += step.seconds
+        entry["steps"] += 1
+        for resource, busy in step.busy_s.items():
+            entry["busy"][resource] += busy
+        if timeline:
+            intervals.extend(step.shifted(clock, phase))
+        clock += step.seconds
+
+    prefill = compile_step(system, "prefill", batch, input_len, 0, manager)
+    prefill_step = schedule(prefill, seconds_of)
+    record("prefill", prefill_step, prefill)
+    last = prefill
+    for s in range(output_len):
+        program = compile_step(system, "decode", batch, 1, input_len + s, manager)
+        step = schedule(program, seconds_of)
+        record("decode", step, program)
+        if pim_step is None:
+            pim_step = _pim_summary(program, timer)
+        last = program
+        if progress is not None:
+            progress(s + 1, output_len)
+
+    end_to_end = clock
+    decode = phases.get("decode")
+    generated = batch * output_len
+    memory = memory_bytes(prefill, last)
+    busy_total: dict[str, float] = defaultdict(float)
+    for entry in phases.values():
+        for resource, busy in entry["busy"].items():
+            busy_total[resource] += busy
+    report = {
+        "system": system.name,
+        "model": model.name,
+        "strategy": system.mapping.strategy if system.mapping else None,
+        "batch": batch, "input_len": input_len, "output_len": output_len,
+        "ttft_s": prefill_step.seconds,
+        "tpot_s": decode["seconds"] / decode["steps"] if decode else prefill_step.seconds,
+        "tokens_per_s": (generated / end_to_end if generated else batch / end_to_end) if end_to_end else 0.0,
+        "end_to_end_s": end_to_end,
+        "memory_bytes": memory,
+        "utilization": {r: (b / end_to_end if end_to_end else 0.0) for r, b in sorted(busy_total.items())},
+        "breakdown_s": {phase: {"total": e["seconds"], **dict(sorted(e["busy"].items()))}
+                        for phase, e in phases.items()},
+        "timing": {"mode": "fast" if fast else "exact",
+                   "refresh": {m.name: refresh_policy(m) for m in system.memories if m.pim}},
+    }
+    if model.architecture == "graph":
+        pim = _pim_summary(prefill, timer)
+        if pim:
+            report["pim_cycles"] = pim["read_cycles"]
+            report["pim"] = pim
+    elif pim_step:
+        report["pim"] = pim_step
+    return RunResult(report, intervals, dict(manager.times_s))
+
+
+def memory_bytes(*programs: Program) -> dict:
+    """Weights (every copy the programs allocated, by region), KV cache and activations at their largest."""
+    copies = {}
+    for program in programs:
+        for _, attrs in program.ops():
+            alloc = attrs.get("alloc")
+            if alloc is not None:
+                copies[(alloc.region, alloc.offset_bytes)] = alloc
+    by_region: dict[str, int] = defaultdict(int)
+    for alloc in copies.values():
+        by_region[alloc.region or "memory"] += alloc.size_bytes
+    out = {"weights": sum(by_region.values()),
+           "kv_cache": max(p.memory_bytes["kv_cache"] for p in programs),
+           "activations": max(p.memory_bytes["activations"] for p in programs)}
+    out["total"] = sum(out.values())
+    out["weights_by_region"] = dict(sorted(by_region.items()))
+    return out
+
+
+def _pim_summary(program: Program, timer: OpTimer) -> dict | None:
+    """The PIM ops of one step: cycles (whole ops), read cycles (to the last column read), commands."""
+    works = [a["lowered"] for _, a in program.ops() if isinstance(a["lowered"], PimWork)]
+    if not works:
+        return None
+    times = [timer.pim(w) for w in works]
+    counts: dict[str, int] = defaultdict(int)
+    for t in times:
+        for k, n in t.counts.items():
+            counts[k] += n
+    return {"phase": program.phase, "ops": len(works),
+            "cycles": sum(t.cycles for t in times), "read_cycles": sum(t.read_cycles for t in times),
+            "seconds": sum(t.seconds for t in times),
+            "commands": sum(t.commands for t in times), "commands_issued": sum(t.issued for t in times),
+            "refreshes": sum(t.refreshes for t in times), "command_counts": dict(sorted(counts.items()))}

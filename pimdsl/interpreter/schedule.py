@@ -1,0 +1,46 @@
+"""The event-driven schedule of one step: ops on resources, respecting the graph's dependencies.
+
+Each op occupies its resource (a processor, a PIM memory, a link) for its
+time. An op starts when its inputs are done and its resource is free; ops
+of one resource run one at a time, in program order (the graph's
+topological order). Ops of different resources overlap, so the overlap
+between host and PIM work comes out of the schedule, never out of a
+formula. The step ends with its last op.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from ..emit.timeline import Interval
+from ..passes.program import Program
+
+
+@dataclass(frozen=True)
+class StepSchedule:
+    seconds: float
+    intervals: tuple[Interval, ...]
+    busy_s: dict                  # resource -> busy seconds
+
+    def shifted(self, start_s: float, phase: str) -> list[Interval]:
+        return [Interval(i.resource, i.name, i.start_s + start_s, i.end_s + start_s, phase, i.args)
+                for i in self.intervals]
+
+
+def schedule(program: Program, seconds_of) -> StepSchedule:
+    """`seconds_of(attrs)` gives an op's time; returns the step's intervals."""
+    g = program.graph
+    end: dict[str, float] = {}
+    free: dict[str, float] = defaultdict(float)
+    busy: dict[str, float] = defaultdict(float)
+    intervals = []
+    for name, attrs in program.ops():
+        resource = attrs["resource"]
+        duration = seconds_of(attrs)
+        start = max([free[resource], *(end[p] for p in g.predecessors(name))])
+        end[name] = start + duration
+        free[resource] = end[name]
+        busy[resource] += duration
+        intervals.append(Interval(resource, name, start, end[name], program.phase,
+                                  {"op": attrs["op"].kind}))
+    return StepSchedule(max(end.values(), default=0.0), tuple(intervals), dict(busy))

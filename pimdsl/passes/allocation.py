@@ -1,0 +1,117 @@
+"""Allocation: every weight gets addresses in its region, so every element has a DRAM location.
+
+Assumes layout (and tiling for PIM ops). Guarantees: every op that reads a
+weight has `alloc`, an `Allocation` of that weight in its region (a weight
+shared by ops, such as tied embeddings, is allocated once per region and
+layout); PIM GEMV layouts carry their first weight row and result row;
+`program.memory_bytes` totals weights, KV cache and activations; a region
+too small is a CompileError at the region's declaration.
+
+Host-friendly weights take consecutive bytes; `decode_address` turns any
+byte into (channel, pseudo-channel, rank, bank group, bank, row, column)
+through the memory's address map. PIM-aware weights take whole row indices
+(one row index spans every channel, rank and bank), so the address map must
+put `row` above those fields.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from ..ir.hardware import Memory
+from ..ir.workload import DTYPE_BYTES
+from ..lowering.samsung_pim_gemv import GemvLayout
+from .program import CompileError, Program
+
+
+@dataclass(frozen=True)
+class Allocation:
+    region: str | None
+    tensor: str
+    offset_bytes: int             # from the start of the memory
+    size_bytes: int
+    first_row: int | None = None  # PIM-aware: first row index (every bank)
+    rows: int = 0                 # PIM-aware: row indices taken (weights + results)
+
+
+def decode_address(memory: Memory, address: int) -> dict[str, int]:
+    """The DRAM coordinates of a byte address under the memory's address map."""
+    return {name: (address >> low) & ((1 << width) - 1) for name, (low, width) in memory.address_bits.items()}
+
+
+def row_stride(memory: Memory) -> int:
+    """Bytes between consecutive row indices (the row field's lowest address bit)."""
+    return 1 << memory.address_bits["row"][0]
+
+
+class _Region:
+    def __init__(self, memory: Memory, name: str | None):
+        region = next((r for r in memory.regions if r.name == name), None)
+        self.region = region
+        self.start = region.offset_bytes if region else 0
+        self.size = region.size_bytes if region else memory.capacity_bytes
+        self.used = 0
+
+    def take(self, nbytes: int, align: int, what: str) -> int:
+        offset = math.ceil((self.start + self.used) / align) * align
+        self.used = offset + nbytes - self.start
+        if self.used > self.size:
+            name = self.region.name if self.region else "memory"
+            raise CompileError(f"{what} does not fit in {name}: {self.used / 2**30:.2f} GiB needed, "
+                               f"{self.size / 2**30:.2f} GiB available",
+                               self.region.span if self.region else None,
+                               "enlarge the region, or map fewer ops (or a smaller model) onto it")
+        return offset
+
+
+def run(program: Program) -> Program:
+    system = program.system
+    memory = program.pim_memory or (system.memories[0] if system.memories else None)
+    regions: dict[str | None, _Region] = {}
+    done: dict[tuple, Allocation] = {}
+    weights = 0
+    for name, attrs in program.ops():
+        op = attrs["op"]
+        if "layout" not in attrs:
+            continue
+        key = (attrs["region"], attrs["layout"], op.weight)
+        if key not in done:
+            region = regions.setdefault(attrs["region"], _Region(memory, attrs["region"]))
+            done[key] = _allocate(memory, region, attrs, op)
+            weights += done[key].size_bytes
+        alloc = attrs["alloc"] = done[key]
+        if attrs.get("family") == "samsung":
+            rows = attrs["tiling"]
+            attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
+    program.memory_bytes = {"weights": weights, "kv_cache": kv_cache_bytes(program),
+                            "activations": activation_bytes(program)}
+    return program
+
+
+def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
+    nbytes = int(math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype]))
+    what = f"weight {op.weight} ({nbytes / 2**20:.1f} MiB)"
+    if attrs.get("family") == "samsung":
+        if memory.address_map[0] != "row":
+            raise CompileError(f"PIM-aware weights need `row` as the most significant field of memory "
+                               f"'{memory.name}''s address map", memory.span, "put row first in address_map")
+        tiling: GemvLayout = attrs["tiling"]
+        rows = tiling.weight_rows + tiling.result_rows
+        stride = row_stride(memory)
+        offset = region.take(rows * stride, stride, what)
+        return Allocation(attrs["region"], op.weight, offset, rows * stride, offset // stride, rows)
+    return Allocation(attrs["region"], op.weight, region.take(nbytes, 64, what), nbytes)
+
+
+def kv_cache_bytes(program: Program) -> int:
+    m = program.system.model
+    if m is None or m.architecture != "decoder":
+        return 0
+    tokens = program.context + program.tokens
+    return int(2 * m.layers * m.kv_heads * m.head_dim * tokens * program.batch * DTYPE_BYTES[m.dtype])
+
+
+def activation_bytes(program: Program) -> int:
+    """The largest live activation: an op's inputs and outputs besides weights and KV cache."""
+    return int(max((a["op"].write_bytes + a["op"].read_bytes for _, a in program.ops()
+                    if a["op"].kind not in ("attn_score", "attn_context", "kv_append")), default=0))

@@ -1,0 +1,65 @@
+"""Lowering: PIM ops to structured command streams, host ops to kernel records.
+
+Assumes allocation (PIM GEMV layouts carry their rows). Guarantees: every op
+has `lowered`: a `PimWork` for ops on PIM (the stream of one channel, built
+lazily, per the family's lowering module), a `Kernel` for ops on a
+processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
+m times (PIM units hold one input vector at a time).
+
+Host kernels: kind from the op (gemm/gemv, attention for score and context,
+softmax, norm, embedding, copy for KV appends, elementwise otherwise); bytes
+are the weights plus the activations and KV cache the op reads and writes;
+matrix ops on a CPU use its `gemm` threads when the spec names them.
+"""
+from __future__ import annotations
+
+import math
+
+from ..lowering import neupims_attention as neupims
+from ..lowering.hbm_pim_gemv import gemv_stream
+from ..lowering.records import Kernel, PimWork
+from ..lowering.samsung_pim_gemv import gemv_program
+from ..lowering.stream import Loop
+from .program import Program
+
+KERNEL_KIND = {"gemm": "gemm", "gemv": "gemv", "attn_score": "attention", "attn_context": "attention",
+               "softmax": "softmax", "norm": "norm", "embedding": "embedding", "kv_append": "copy"}
+
+
+def run(program: Program) -> Program:
+    processors = {p.name: p for p in program.system.processors}
+    memory = program.pim_memory
+    for name, attrs in program.ops():
+        op, device = attrs["op"], attrs["device"]
+        if device.startswith("pim:"):
+            attrs["lowered"] = _pim_work(memory, name, op, attrs)
+        else:
+            proc = processors[device]
+            kind = KERNEL_KIND.get(op.kind, "elementwise")
+            threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
+            attrs["lowered"] = Kernel(name, kind, device, op.dtype, op.flops,
+                                      op.weight_bytes + op.read_bytes + op.write_bytes, dict(op.shape), threads)
+    return program
+
+
+def _repeat(items: list, times: int, op: str) -> list:
+    return items if times == 1 else [Loop(times, lambda _: items, "token", op=op)]
+
+
+def _pim_work(memory, name, op, attrs) -> PimWork:
+    fam, tiling, s = attrs["family"], attrs["tiling"], op.shape
+    if fam == "samsung":
+        m = s.get("m", 1)
+        stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
+        key = (fam, s["n"], s["k"], m)
+    elif fam == "hbm_pim":
+        m = s.get("m", 1)
+        out_per_pch = math.ceil(s["n"] / memory.organization.channels)
+        stream = lambda ch: _repeat(list(gemv_stream(memory, out_per_pch, s["k"], ch)), m, name)
+        key = (fam, s["n"], s["k"], m)
+    else:                                   # NeuPIMs attention: heads of all requests, one channel's keys
+        lower = neupims.score_stream if op.kind == "attn_score" else neupims.context_stream
+        heads = s["heads"] * s.get("requests", 1)
+        stream = lambda ch: list(lower(memory, s["kv"], heads, s["head_dim"], ch))
+        key = (fam, op.kind, s["kv"], heads, s["head_dim"])
+    return PimWork(name, memory.name, fam, stream, key)

@@ -1,0 +1,50 @@
+"""Placement: which device runs each op, by the system's mapping policy.
+
+Assumes: a Program whose graph nodes carry `op`. Guarantees: every op has
+`device` (a processor name, or `pim:<memory>` for the system's PIM memory)
+and `resource` (the schedule resource it occupies).
+
+The mapping's phase block names op classes freely (`fc`, `attention`,
+`lm_head`, `softmax`, `layers`, ...). An op matches the first of: its kind
+(`attn_score`, `softmax`, `gemv`), its class (`qkv`, `ffn`, `lm_head`,
+`attention`), the broader classes in `BROADER`, then `layers`. An op no
+entry matches runs on the system's first processor (the host). Graph models
+have one step, placed with the `prefill` block.
+"""
+from __future__ import annotations
+
+from .program import CompileError, Program
+
+BROADER = {"qkv": ("fc",), "o": ("projection", "fc"), "ffn": ("fc",), "lm_head": ("fc",),
+           "kv_cache": ("attention",), "softmax": ("attention",)}
+
+
+def candidates(op) -> tuple[str, ...]:
+    return (op.kind, op.cls, *BROADER.get(op.kind, ()), *BROADER.get(op.cls, ()), "layers")
+
+
+def run(program: Program) -> Program:
+    system = program.system
+    mapping = system.mapping
+    table = mapping.placement.get(program.phase, {}) if mapping else {}
+    host = system.processors[0].name if system.processors else None
+    pim = program.pim_memory
+    for name, attrs in program.ops():
+        op = attrs["op"]
+        device = next((table[c] for c in candidates(op) if c in table), host)
+        if device == "pim":
+            if pim is None:
+                raise CompileError(f"op {name} is mapped to pim, but system '{system.name}' has no memory "
+                                   "with a PIM unit", mapping.span, "add `pim = <unit>;` to a memory, or map it to a processor")
+            device = f"pim:{pim.name}"
+        elif device is None:
+            raise CompileError(f"op {name} has no device: system '{system.name}' has no processor and its "
+                               "mapping does not place this op", system.span,
+                               f"place it in the mapping's {program.phase} block ({op.cls} = ...)")
+        attrs["device"] = device
+        attrs["resource"] = device if device.startswith("pim:") else f"{_kind(system, device)}:{device}"
+    return program
+
+
+def _kind(system, name: str) -> str:
+    return next((p.kind for p in system.processors if p.name == name), "device")

@@ -1,0 +1,66 @@
+"""The IR the passes work on: one model step of one system, as an annotated op graph.
+
+A `Program` holds the system, the step (phase, batch, new tokens, KV
+context) and its NetworkX op graph. Each pass adds node attributes:
+
+  placement   device      processor name, or `pim:<memory>`
+  tiling      tiling      PIM tile shapes (family-specific), PIM ops only
+              family      the PIM command family: samsung, hbm_pim or neupims
+  layout      region      the region that holds the op's weights
+              layout      host_friendly or pim_aware
+  allocation  alloc       an `Allocation`: where the weights live
+  lowering    lowered     a `PimWork` (structured command stream) or a `Kernel`
+
+`CompileError` is a problem of the spec (a weight that does not fit, an op
+no PIM lowering handles), reported as a diagnostic at `span`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..frontend.diagnostics import Span
+from ..ir.hardware import Memory
+from ..ir.workload import System
+
+
+class CompileError(Exception):
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.span, self.hint = message, span, hint
+
+
+@dataclass
+class Program:
+    system: System
+    phase: str                    # prefill, decode
+    batch: int
+    tokens: int                   # new tokens per request
+    context: int                  # KV-cache length before the step
+    graph: nx.DiGraph
+    memory_bytes: dict = field(default_factory=dict)    # filled by allocation: category -> bytes
+
+    @property
+    def pim_memory(self) -> Memory | None:
+        return next((m for m in self.system.memories if m.pim is not None), None)
+
+    def ops(self):
+        """(name, attributes) of every op, in program order."""
+        return ((n, self.graph.nodes[n]) for n in self.order())
+
+    def order(self) -> list[str]:
+        g = self.graph
+        if "order" not in g.graph:
+            index = {n: i for i, n in enumerate(g.nodes)}
+            g.graph["order"] = list(nx.lexicographical_topological_sort(g, key=index.__getitem__))
+        return g.graph["order"]
+
+    def dump(self) -> str:
+        """The IR as text: one op per line with every attribute the passes added."""
+        from ..emit.templates import render
+        rows = []
+        for name, attrs in self.ops():
+            extra = {k: v for k, v in attrs.items() if k != "op"}
+            rows.append((name, attrs["op"], extra))
+        return render("ir.txt.j2", program=self, rows=rows)
