@@ -12,7 +12,7 @@ import sys
 
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
-from . import dram
+from . import compile as compile_cmd, dram, run as run_cmd
 from .loading import load_reported
 from .show import spec_to_json
 
@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="print the IR as JSON")
     _add_set(show)
     dram.add_parser(sub)
+    run_cmd.add_parser(sub)
+    compile_cmd.add_parser(sub)
     return parser
 
 
@@ -63,7 +65,8 @@ def cmd_show(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run}
+COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
+            "compile": compile_cmd.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,9 @@ def write_atomic(path, template: str, **context) -> None:
         with os.fdopen(fd, "w") as out:
             for chunk in environment().get_template(template).generate(**context):
                 out.write(chunk)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

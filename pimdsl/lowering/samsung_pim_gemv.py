@@ -220,14 +220,14 @@ def gemv_program(memory: Memory, layout: GemvLayout, channel: int = 0, x=None, o
     def output_tile(o: int) -> list[Item]:
         return [Loop(layout.n_in, lambda i: tile(o, i), "input tile", op=op), *store(o)]
 
-    def readback(res_row: int, bursts: int) -> list[Command]:
+    def readback(res_row: int, bursts: int) -> list[Item]:
         """One result row of every bank, banks interleaved so that their ACTs and reads overlap."""
         row = layout.out_row + res_row
         places = [(r, b) for b in range(org.banks_per_rank) for r in ranks]
-        out = [cmd(act, r, b, row=row, kind="readback") for r, b in places]
-        for c in range(bursts):
-            out += [cmd(proto.result_rd, r, b, row=row, column=c, kind="readback") for r, b in places]
-        return out + [cmd(pre, r, b, kind="readback") for r, b in places]
+        reads = Loop(bursts, lambda c: [cmd(proto.result_rd, r, b, row=row, column=c, kind="readback")
+                                        for r, b in places], "result burst", op=op)
+        return [*(cmd(act, r, b, row=row, kind="readback") for r, b in places), reads,
+                *(cmd(pre, r, b, kind="readback") for r, b in places)]
 
     results = layout.n_out * layout.out_regs
     full_rows, tail = divmod(results, layout.bursts_per_row)

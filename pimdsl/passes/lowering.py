@@ -60,6 +60,6 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
     else:                                   # NeuPIMs attention: heads of all requests, one channel's keys
         lower = neupims.score_stream if op.kind == "attn_score" else neupims.context_stream
         heads = s["heads"] * s.get("requests", 1)
-        stream = lambda ch: list(lower(memory, s["kv"], heads, s["head_dim"], ch))
+        stream = lambda ch: lower(memory, s["kv"], heads, s["head_dim"], ch)
         key = (fam, op.kind, s["kv"], heads, s["head_dim"])
     return PimWork(name, memory.name, fam, stream, key)

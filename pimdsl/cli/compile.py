@@ -1,0 +1,133 @@
+"""`pimc compile FILE -o DIR`: write what the compiler produces for inspection (ARCHITECTURE.md).
+
+Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
+  commands.txt    the PIM command stream, one command per line (structured:
+                  loops once with their trip counts; `--unroll`: every
+                  command with its exactly timed issue cycle)
+  kernels.txt     host kernels, one per line (kernels.json: the same as JSON)
+  requests.trace  the host kernels' weight reads as a DRAMsim3 request trace
+                  (at most --max-requests lines; summary.json says if cut)
+  graph.json, graph.dot   the op graph
+and DIR/summary.json. Everything is written into a temporary folder first
+and moved into DIR at the end: a failed or interrupted compile leaves DIR
+as it was.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+
+from ..emit.streams import request_lines, structured_lines, timed_lines
+from ..emit.templates import write_atomic
+from ..graph.export import graph_to_dot, graph_to_json
+from ..interpreter.run import compile_step, memory_bytes
+from ..lowering.records import Kernel, PimWork
+from ..lowering.stream import count_commands
+from ..passes.program import CompileError, Program
+from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("compile", help="compile a system's model and write streams, kernels and graphs")
+    add_common(p)
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.add_argument("--graph", action="store_true", help="write only the op graphs (JSON and DOT) and the summary")
+    p.add_argument("--unroll", action="store_true",
+                   help="write every PIM command with its exactly timed issue cycle (large for whole models)")
+    p.add_argument("--max-requests", type=int, default=100_000, metavar="N",
+                   help="lines of requests.trace per step (default 100000)")
+
+
+def run(args) -> int:
+    system, diags = load_system(args)
+    if system is None:
+        return 1
+    manager = pass_manager(args)
+    work = system.workload
+    batch, input_len = (work.batch, work.input_len) if work else (1, 1)
+    try:
+        steps = [compile_step(system, "prefill", batch, input_len, 0, manager)]
+        if system.model.architecture == "decoder":
+            steps.append(compile_step(system, "decode", batch, 1, input_len, manager))
+    except CompileError as exc:
+        return report_compile_error(exc, diags, args.file)
+    parent = os.path.dirname(os.path.abspath(args.output))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(dir=parent, prefix=".pimc-compile-")
+    try:
+        summary = {"system": system.name, "model": system.model.name, "steps": {},
+                   "memory_bytes": memory_bytes(*steps)}
+        for program in steps:
+            summary["steps"][program.phase] = _write_step(program, os.path.join(tmp, program.phase), args)
+        summary["pass_times_s"] = dict(manager.times_s)
+        with open(os.path.join(tmp, "summary.json"), "w") as out:
+            json.dump(summary, out, indent=2)
+        _move_into(tmp, args.output)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if args.time_passes:
+        print_pass_times(manager.times_s)
+    print(f"wrote {args.output}: " + ", ".join(f"{p}: {s['pim_ops']} PIM ops ({s['pim_commands']} commands), "
+                                              f"{s['kernels']} kernels" for p, s in summary["steps"].items()))
+    return 0
+
+
+def _write_step(program: Program, folder: str, args) -> dict:
+    os.makedirs(folder)
+    g = program.graph
+    with open(os.path.join(folder, "graph.json"), "w") as out:
+        json.dump(graph_to_json(g), out, indent=1)
+    with open(os.path.join(folder, "graph.dot"), "w") as out:
+        out.write(graph_to_dot(g))
+    ops = list(program.ops())
+    pim = [(name, a["lowered"]) for name, a in ops if isinstance(a["lowered"], PimWork)]
+    kernels = [a["lowered"] for _, a in ops if isinstance(a["lowered"], Kernel)]
+    devices = Counter(a["device"] for _, a in ops)
+    info = {"batch": program.batch, "tokens": program.tokens, "context": program.context,
+            "ops": len(ops), "ops_by_device": dict(devices), "pim_ops": len(pim), "kernels": len(kernels),
+            "pim_commands": 0, "kernel_flops": sum(k.flops for k in kernels),
+            "kernel_bytes": sum(k.bytes for k in kernels)}
+    if args.graph:
+        return info
+    memory = program.pim_memory
+    if pim:
+        listing, first_of = [], {}
+        for name, w in pim:                 # ops with the same stream shape are listed once
+            same = None if args.unroll else first_of.setdefault(w.key, name)
+            lines = (timed_lines if args.unroll else structured_lines)(memory, w.stream(0), name)
+            listing.append({"name": name, "commands": count_commands(w.stream(0)),
+                            "same_as": same if same != name else None, "lines": lines})
+        info["pim_commands"] = sum(op["commands"] for op in listing)
+        write_atomic(os.path.join(folder, "commands.txt"), "commands.txt.j2", system=program.system.name,
+                     phase=program.phase, memory=memory.name, tck_ns=memory.part.tck_s * 1e9,
+                     timed=args.unroll, refresh=memory.controller.refresh, ops=listing)
+    write_atomic(os.path.join(folder, "kernels.txt"), "kernels.txt.j2", system=program.system.name,
+                 phase=program.phase, kernels=kernels)
+    with open(os.path.join(folder, "kernels.json"), "w") as out:
+        json.dump([k.to_json() for k in kernels], out, indent=1)
+    host_allocs = [a["alloc"] for _, a in ops if isinstance(a["lowered"], Kernel) and "alloc" in a]
+    host_memory = next((m for m in program.system.memories), None)
+    if host_memory is not None:
+        total = sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
+        write_atomic(os.path.join(folder, "requests.trace"), "requests.trace.j2",
+                     lines=request_lines(host_memory, host_allocs, args.max_requests))
+        info["requests_total"] = total
+        info["requests_written"] = min(total, args.max_requests)
+    return info
+
+
+def _move_into(tmp: str, target: str) -> None:
+    if not os.path.exists(target):
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)          # mkdtemp creates 0700
+        os.rename(tmp, target)
+        return
+    for root, _, files in os.walk(tmp):
+        dest = os.path.join(target, os.path.relpath(root, tmp))
+        os.makedirs(dest, exist_ok=True)
+        for f in files:
+            os.replace(os.path.join(root, f), os.path.join(dest, f))

@@ -1,0 +1,74 @@
+"""`pimc run FILE [--set PATH=VALUE ...] [--json]`: compile every step of the workload and time it.
+
+With `--json`, one JSON object on stdout (ARCHITECTURE.md contract);
+otherwise a short table. `--exact` times every PIM command instead of
+skipping periodic loop iterations (same numbers, slower). `--timeline FILE`
+writes the schedule as a Chrome/Perfetto trace.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from ..emit.timeline import chrome_trace
+from ..interpreter.run import run_system
+from ..passes.program import CompileError
+from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("run", help="compile and time a system's workload")
+    add_common(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
+    p.add_argument("--timeline", metavar="FILE", help="write the schedule as a Chrome/Perfetto trace (JSON)")
+
+
+def _progress():
+    """A progress bar on stderr over the decode steps, when stderr is a terminal."""
+    if not sys.stderr.isatty():
+        return None, None
+    from rich.progress import Progress
+    bar = Progress(transient=True)
+    task = bar.add_task("decode steps", total=None)
+    bar.start()
+    return bar, lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def run(args) -> int:
+    system, diags = load_system(args)
+    if system is None:
+        return 1
+    bar, progress = _progress()
+    try:
+        result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
+                            timeline=bool(args.timeline))
+    except CompileError as exc:
+        return report_compile_error(exc, diags, args.file)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if args.time_passes:
+        print_pass_times(result.pass_times_s)
+    if args.timeline:
+        _write_json(args.timeline, chrome_trace(result.intervals))
+    report = result.report
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    width = 16
+    for key in ("system", "model", "strategy", "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s"):
+        value = report[key]
+        print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
+    print(f"{'memory_bytes':<{width}} " + ", ".join(f"{k} {v}" for k, v in report["memory_bytes"].items()
+                                                   if not isinstance(v, dict)))
+    print(f"{'utilization':<{width}} " + ", ".join(f"{k} {v:.1%}" for k, v in report["utilization"].items()))
+    return 0
+
+
+def _write_json(path: str, data) -> None:
+    tmp = f"{path}.pimc-tmp"
+    with open(tmp, "w") as out:
+        json.dump(data, out)
+    os.replace(tmp, path)
