@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pimc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:                       # `pimc run ... | head`: the reader left; stay quiet
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:                      # a bug in pimc, not in the spec
         if os.environ.get("PIMDSL_DEBUG"):
             raise
