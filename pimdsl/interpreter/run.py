@@ -1,13 +1,10 @@
 """Running a system: compile each step of the workload, time its ops, schedule them, report.
 
-A decoder workload is one prefill step (every request's `input_len` tokens)
-and `output_len` decode steps (one token per request each, the KV cache
-growing from `input_len`); the first output token comes after the prefill
-step and the first decode step's... no: TTFT is the prefill step, whose
-logits give the first token; each decode step then gives one more token per
-request, so `output_len` decode steps are timed (the last one's token is the
-`output_len + 1`-th; this keeps "1 prefill token, 1 decode token" a real
-decode step). Encoders and graph models run one step.
+A decoder workload is one prefill step (every request's `input_len` tokens;
+its logits give the first token, so TTFT is this step) and then
+`output_len` decode steps, one token per request each, with the KV cache
+growing from `input_len`. `input_len=1 output_len=1` is thus one prefill
+token and one real decode step. Encoders and graph models run one step.
 
 Reported (ARCHITECTURE.md, `pimc run --json`):
   ttft_s         the prefill step
@@ -61,7 +58,7 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     intervals, clock = [], 0.0
     pim_step = None
 
-    def record(phase: str, step: StepSchedule, program: Program):
+    def record(phase: str, step: StepSchedule):
         nonlocal clock
         entry = phases.setdefault(phase, {"seconds": 0.0, "steps": 0, "busy": defaultdict(float)})
         entry["seconds"] += step.seconds
@@ -74,12 +71,12 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
 
     prefill = compile_step(system, "prefill", batch, input_len, 0, manager)
     prefill_step = schedule(prefill, seconds_of)
-    record("prefill", prefill_step, prefill)
+    record("prefill", prefill_step)
     last = prefill
     for s in range(output_len):
         program = compile_step(system, "decode", batch, 1, input_len + s, manager)
         step = schedule(program, seconds_of)
-        record("decode", step, program)
+        record("decode", step)
         if pim_step is None:
             pim_step = _pim_summary(program, timer)
         last = program
