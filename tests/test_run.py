@@ -26,7 +26,8 @@ def run_json(capsys, *argv):
 
 
 def test_phone_run_json_contract(capsys):
-    out = run_json(capsys, PHONE, "--set", "workload.input_len=1", "--set", "workload.output_len=1")
+    out = run_json(capsys, PHONE, "--set", "workload.input_len=1", "--set", "workload.output_len=1",
+                   "--set", "mapping.strategy=wd")
     for key in ("system", "ttft_s", "tpot_s", "tokens_per_s", "memory_bytes", "utilization", "breakdown_s"):
         assert key in out
     assert out["system"] == "pim_sherpa_llama3_2_1b"

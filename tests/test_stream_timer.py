@@ -119,9 +119,11 @@ def test_command_counts_follow_algorithm_1(phone):
     layout = GemvLayout.of(phone, 4096, 1024)
     t = StreamTimer(pim_timer(phone, "none"), fast=False)
     t.run(gemv_program(phone, layout))
-    ranks, n_out, n_in = 2, layout.n_out, layout.n_in
+    ranks, n_out, n_in = phone.part.organization.ranks, layout.n_out, layout.n_in
     c = {kind: sum(n for (_, k), n in t.counts.items() if k == kind) for _, kind in t.counts}
-    assert (n_out, n_in) == (4, 8)             # 4096 / 128 blocks = 32 outputs = 4 tiles of 8; 1024 / 128
+    # 4 channels x 2 ranks x 16 banks = 128 blocks: 4096 / 128 = 32 outputs per block = 4 tiles of 8;
+    # 1024 inputs / 128 per input tile (8 registers x 16 lanes) = 8
+    assert ranks == 2 and (n_out, n_in) == (4, 8)
     assert c["mac"] == ranks * n_out * n_in * 64
     assert c["grf_in"] == ranks * n_out * n_in * 8
     assert c["drain"] == ranks * n_out * 5

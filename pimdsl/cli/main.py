@@ -12,7 +12,7 @@ import sys
 
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
-from . import compile as compile_cmd, dram, run as run_cmd
+from . import compile as compile_cmd, dram, run as run_cmd, sweep
 from .loading import load_reported
 from .show import spec_to_json
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     dram.add_parser(sub)
     run_cmd.add_parser(sub)
     compile_cmd.add_parser(sub)
+    sweep.add_parser(sub)
     return parser
 
 
@@ -66,7 +67,7 @@ def cmd_show(args) -> int:
 
 
 COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
-            "compile": compile_cmd.run}
+            "compile": compile_cmd.run, "sweep": sweep.run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,7 +3,10 @@
 With `--json`, one JSON object on stdout (ARCHITECTURE.md contract);
 otherwise a short table. `--exact` times every PIM command instead of
 skipping periodic loop iterations (same numbers, slower). `--timeline FILE`
-writes the schedule as a Chrome/Perfetto trace.
+writes the schedule as a Chrome/Perfetto trace, one track per resource and,
+for host kernels split over CPU threads (GEMM threads, SMC copy threads), one
+per thread; `--timeline-layer N` keeps only decoder layer N of the prefill
+step (PIM-SHERPA Fig. 11).
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import json
 import os
 import sys
 
-from ..emit.timeline import chrome_trace
+from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
@@ -23,6 +26,8 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
     p.add_argument("--timeline", metavar="FILE", help="write the schedule as a Chrome/Perfetto trace (JSON)")
+    p.add_argument("--timeline-layer", metavar="N", type=int,
+                   help="with --timeline: only decoder layer N of the prefill step")
 
 
 def _progress():
@@ -52,7 +57,10 @@ def run(args) -> int:
     if args.time_passes:
         print_pass_times(result.pass_times_s)
     if args.timeline:
-        _write_json(args.timeline, chrome_trace(result.intervals))
+        intervals = result.intervals
+        if args.timeline_layer is not None:
+            intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
+        _write_json(args.timeline, chrome_trace(per_thread(intervals)))
     report = result.report
     if args.json:
         print(json.dumps(report, indent=2))

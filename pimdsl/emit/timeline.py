@@ -42,6 +42,21 @@ class Interval:
                              f"before it starts ({self.start_s:g} s)")
 
 
+def per_thread(intervals) -> list[Interval]:
+    """Each interval whose `args` name `threads` (a host kernel split over CPU threads) as one
+    interval per thread, on tracks "<resource> thread <i>", as PIM-SHERPA Fig. 11 draws them;
+    the others unchanged."""
+    out = []
+    for iv in intervals:
+        n = iv.args.get("threads")
+        if not n:
+            out.append(iv)
+            continue
+        out.extend(Interval(f"{iv.resource} thread {i}", iv.name, iv.start_s, iv.end_s, iv.category, iv.args)
+                   for i in range(n))
+    return out
+
+
 def split_resource(resource: str) -> tuple[str, str]:
     """("pim", "s24_lpddr5x") for "pim:s24_lpddr5x"; (name, name) for a name without ':'."""
     group, sep, unit = resource.partition(":")

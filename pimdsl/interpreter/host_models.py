@@ -9,7 +9,8 @@ Models, chosen by the processor:
 
 * roofline (CPU, GPU, and an NPU without systolic arrays):
   ``compute_s = flops / (count * peak_flops[dtype] * efficiency * share)``,
-  ``memory_s = bytes / (count * memory_bandwidth_bytes_per_s)``,
+  ``memory_s = bytes / (count * memory_bandwidth_bytes_per_s)`` (or
+  ``bytes / kernel.bandwidth`` when the kernel names its own rate),
   ``seconds = max(compute_s, memory_s)``. ``share`` is the fraction of a CPU's
   cores the kernel may use, ``min(kernel.threads, cores) / cores`` (1 when
   ``kernel.threads`` is None, and always 1 on a GPU).
@@ -99,6 +100,8 @@ def transfer_time(link: Link, nbytes: float, *, instances: int | None = None) ->
 def _memory_s(processor: Processor, kernel: Kernel) -> float:
     if kernel.bytes == 0:
         return 0.0
+    if kernel.bandwidth is not None:
+        return kernel.bytes / kernel.bandwidth
     if processor.memory_bandwidth_bytes_per_s <= 0:
         raise ModelError(f"{processor.kind} '{processor.name}' has no memory_bandwidth; kernel "
                          f"'{kernel.op}' moves {kernel.bytes:g} bytes")

@@ -14,18 +14,24 @@ Reported (ARCHITECTURE.md, `pimc run --json`):
   memory_bytes   weights (every copy), KV cache at the end, largest activation
   utilization    busy time / end-to-end time, per resource
   breakdown_s    per phase: its wall time and each resource's busy time
+  capacity       the footprint against the host's memory (`fits`)
+With a weight strategy (strategy.py) the report also gives the host-only
+baseline, the same workload under `c_gemm` (PIM-SHERPA Fig. 12):
+  tpot_pim_s, tpot_no_pim_s                 decode time per token with and without PIM
+  end_to_end_no_pim_s, speedup_vs_no_pim    end to end without PIM, and the speedup over it
 Steps run back to back; nothing overlaps across steps.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..graph.build import build_graph
 from ..ir.workload import System
 from ..lowering.records import PimWork
 from ..passes.manager import PassManager
 from ..passes.program import Program
+from ..passes.strategy import STRATEGIES
 from .op_timing import OpTimer, refresh_policy
 from .schedule import StepSchedule, schedule
 
@@ -107,6 +113,10 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
         "timing": {"mode": "fast" if fast else "exact",
                    "refresh": {m.name: refresh_policy(m) for m in system.memories if m.pim}},
     }
+    host = system.processors[0] if system.processors else None
+    if host is not None and host.memory_bytes:
+        report["capacity"] = {"device": host.name, "device_bytes": host.memory_bytes,
+                              "required_bytes": memory["total"], "fits": memory["total"] <= host.memory_bytes}
     if model.architecture == "graph":
         pim = _pim_summary(prefill, timer)
         if pim:
@@ -114,11 +124,29 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
             report["pim"] = pim
     elif pim_step:
         report["pim"] = pim_step
+    mapping = system.mapping
+    if mapping is not None and mapping.strategy in STRATEGIES and model.architecture == "decoder":
+        report.update(_host_only_baseline(system, report, fast))
     return RunResult(report, intervals, dict(manager.times_s))
 
 
+def _host_only_baseline(system: System, report: dict, fast: bool) -> dict:
+    """The same workload with one cacheable host-friendly copy and no PIM (`c_gemm`)."""
+    if system.mapping.strategy == "c_gemm":
+        base = report
+    else:
+        host_only = replace(system, mapping=replace(system.mapping, strategy="c_gemm"))
+        base = run_system(host_only, fast=fast).report
+    uses_pim = "pim" in report and system.mapping.strategy != "c_gemm"
+    return {"tpot_pim_s": report["tpot_s"] if uses_pim else None,
+            "tpot_no_pim_s": base["tpot_s"],
+            "end_to_end_no_pim_s": base["end_to_end_s"],
+            "speedup_vs_no_pim": base["end_to_end_s"] / report["end_to_end_s"] if report["end_to_end_s"] else None}
+
+
 def memory_bytes(*programs: Program) -> dict:
-    """Weights (every copy the programs allocated, by region), KV cache and activations at their largest."""
+    """Weights (every copy the programs allocated, by region), SMC buffers, KV cache and activations
+    at their largest."""
     copies = {}
     for program in programs:
         for _, attrs in program.ops():
@@ -129,6 +157,7 @@ def memory_bytes(*programs: Program) -> dict:
     for alloc in copies.values():
         by_region[alloc.region or "memory"] += alloc.size_bytes
     out = {"weights": sum(by_region.values()),
+           "buffers": max(p.memory_bytes["buffers"] for p in programs),
            "kv_cache": max(p.memory_bytes["kv_cache"] for p in programs),
            "activations": max(p.memory_bytes["activations"] for p in programs)}
     out["total"] = sum(out.values())

@@ -41,6 +41,16 @@ def schedule(program: Program, seconds_of) -> StepSchedule:
         end[name] = start + duration
         free[resource] = end[name]
         busy[resource] += duration
-        intervals.append(Interval(resource, name, start, end[name], program.phase,
-                                  {"op": attrs["op"].kind}))
+        intervals.append(Interval(resource, name, start, end[name], program.phase, _args(attrs)))
     return StepSchedule(max(end.values(), default=0.0), tuple(intervals), dict(busy))
+
+
+def _args(attrs: dict) -> dict:
+    """What a trace shows of an op: its kind, decoder layer and (host kernels) threads."""
+    op, lowered = attrs["op"], attrs.get("lowered")
+    args = {"op": op.kind}
+    if op.layer is not None:
+        args["layer"] = op.layer
+    if getattr(lowered, "threads", None):
+        args["threads"] = lowered.threads
+    return args

@@ -24,6 +24,8 @@ class Kernel:
     bytes: float                   # DRAM traffic: weights + activations + KV cache
     shape: dict = field(default_factory=dict)   # gemm/gemv: m, k, n; attention: heads, q, kv, head_dim
     threads: int | None = None     # CPU threads it may use (None: every core)
+    bandwidth: float | None = None  # bytes/s its DRAM traffic reaches, when not the processor's
+                                    # memory_bandwidth (uncached reads, swizzled copies)
 
     def to_json(self) -> dict:
         return asdict(self)

@@ -3,9 +3,11 @@
 Assumes layout (and tiling for PIM ops). Guarantees: every op that reads a
 weight has `alloc`, an `Allocation` of that weight in its region (a weight
 shared by ops, such as tied embeddings, is allocated once per region and
-layout); PIM GEMV layouts carry their first weight row and result row;
-`program.memory_bytes` totals weights, KV cache and activations; a region
-too small is a CompileError at the region's declaration.
+layout); PIM GEMV layouts carry their first weight row and result row; the
+weight strategy's SMC buffers (strategy.py) are allocated in a cacheable
+region that holds `buffers`, as `program.buffers`; `program.memory_bytes`
+totals weights, buffers, KV cache and activations; a region too small is a
+CompileError at the region's declaration.
 
 Host-friendly weights take consecutive bytes; `decode_address` turns any
 byte into (channel, pseudo-channel, rank, bank group, bank, row, column)
@@ -22,6 +24,7 @@ from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.samsung_pim_gemv import GemvLayout
 from .program import CompileError, Program
+from .strategy import strategy_of
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,9 @@ def run(program: Program) -> Program:
         if attrs.get("family") == "samsung":
             rows = attrs["tiling"]
             attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
-    program.memory_bytes = {"weights": weights, "kv_cache": kv_cache_bytes(program),
+    program.buffers = _buffers(program, memory, regions)
+    program.memory_bytes = {"weights": weights, "buffers": sum(b.size_bytes for b in program.buffers),
+                            "kv_cache": kv_cache_bytes(program),
                             "activations": activation_bytes(program)}
     return program
 
@@ -101,6 +106,24 @@ def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
         offset = region.take(rows * stride, stride, what)
         return Allocation(attrs["region"], op.weight, offset, rows * stride, offset // stride, rows)
     return Allocation(attrs["region"], op.weight, region.take(nbytes, 64, what), nbytes)
+
+
+def _buffers(program: Program, memory: Memory, regions: dict) -> list[Allocation]:
+    """The strategy's cacheable SMC buffers, each as large as the largest decoder-layer weight
+    (PIM-SHERPA section 4.1: twice the FF layer for DDB; section 4.3: once for OWR)."""
+    count = strategy_of(program.system).buffers
+    if not count or memory is None:
+        return []
+    size = max((int(math.ceil(a["op"].weight_elements * DTYPE_BYTES[a["op"].dtype])) for _, a in program.ops()
+                if a["op"].layer is not None and a["op"].kind in ("gemm", "gemv") and a["op"].weight), default=0)
+    holder = next((r for r in memory.regions if "buffers" in r.holds and r.cacheable), None)
+    if holder is None:
+        raise CompileError(f"weight strategy '{strategy_of(program.system).name}' needs a cacheable region "
+                           f"that holds buffers in memory '{memory.name}'", memory.span,
+                           "add e.g. `region smc_buffers { size = 128 MiB; cacheable = true; holds = [buffers]; }`")
+    region = regions.setdefault(holder.name, _Region(memory, holder.name))
+    return [Allocation(holder.name, f"smc_buffer{i}", region.take(size, 64, f"SMC buffer {i}"), size)
+            for i in range(count)]
 
 
 def kv_cache_bytes(program: Program) -> int:

@@ -1,19 +1,28 @@
-"""Data layout: which region, in which layout, holds the weights each op reads.
+"""Data layout: which region, in which layout, holds the weights each op reads, and how it reads them.
 
-Assumes placement. Guarantees: every op that reads a weight has `region`
-(a region name, or None for a memory without regions) and `layout`:
-`pim_aware` for ops on PIM (the PIMnast placement: whole matrix rows per
-bank, column-major at burst granularity, PIM-SHERPA section 2.2-2.3), and
-`host_friendly` for ops on a processor (sequential addresses interleaved
-over channels and banks by the address map). A weight read by both kinds of
-device therefore has two copies, as weight duplication does (PIM-SHERPA
-section 3.1); a region that holds the wrong layout is never chosen while one
-with the right layout exists.
+Assumes placement. Guarantees: every op that reads a weight has `region` (a
+region name, or None for a memory without regions), `layout` and `access`.
+
+Layouts: `pim_aware` is the PIMnast placement (whole matrix rows per bank,
+column-major at burst granularity, PIM-SHERPA section 2.2-2.3);
+`host_friendly` is sequential addresses interleaved over channels and banks
+by the address map. Ops on PIM always read a PIM-aware copy, which must sit
+in a non-cacheable region (section 2.4: a cached weight never reaches the
+controller, so the MAC never happens): a cacheable one is a CompileError.
+Host ops read a host-friendly copy when the weight strategy keeps one (wd,
+c_gemm), else the single PIM-aware copy (strategy.py).
+
+`access` says how a host op gets its weights, which is what its time depends
+on: `cacheable` (read once, reused from cache), `oracle` (FACIL-O: the
+PIM-aware copy seen as cacheable host-friendly), `smc` (swizzled into a
+cacheable buffer first, by the smc pass), or `noncacheable` (uncached: every
+token rereads the weights, NC-GEMM). PIM ops have access `pim`.
 """
 from __future__ import annotations
 
 from ..ir.hardware import Memory, Region
-from .program import Program
+from .program import CompileError, Program
+from .strategy import strategy_of
 
 
 def weight_region(memory: Memory, layout: str) -> Region | None:
@@ -25,12 +34,31 @@ def weight_region(memory: Memory, layout: str) -> Region | None:
 def run(program: Program) -> Program:
     system = program.system
     memory = program.pim_memory or (system.memories[0] if system.memories else None)
-    for _, attrs in program.ops():
+    strategy = strategy_of(system)
+    for name, attrs in program.ops():
         op = attrs["op"]
         if not op.weight or memory is None:
             continue
-        layout = "pim_aware" if attrs["device"].startswith("pim:") else "host_friendly"
+        on_pim = attrs["device"].startswith("pim:")
+        layout = "host_friendly" if strategy.host_copy and not on_pim else "pim_aware"
         region = weight_region(memory, layout)
+        if on_pim and region is not None and region.cacheable:
+            raise CompileError(f"op {name} runs on PIM, but its weights would sit in region '{region.name}', "
+                               "which is cacheable: PIM operands must be non-cacheable (a cached read never "
+                               "reaches the DRAM, so the PIM unit never computes)", region.span,
+                               f"set `cacheable = false;` in region {region.name}, or give the PIM-aware "
+                               "weights a non-cacheable region of their own")
         attrs["layout"] = layout
         attrs["region"] = region.name if region else None
+        attrs["access"] = "pim" if on_pim else _host_access(strategy, region, op)
     return program
+
+
+def _host_access(strategy, region: Region | None, op) -> str:
+    if region is None or strategy.host_copy:
+        return "cacheable" if region is None or region.cacheable else "noncacheable"
+    if strategy.via == "oracle":
+        return "oracle"
+    if strategy.via in ("ddb", "owr") and op.kind in ("gemm", "gemv"):
+        return "smc"
+    return "cacheable" if region.cacheable else "noncacheable"

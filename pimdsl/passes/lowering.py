@@ -9,7 +9,10 @@ m times (PIM units hold one input vector at a time).
 Host kernels: kind from the op (gemm/gemv, attention for score and context,
 softmax, norm, embedding, copy for KV appends, elementwise otherwise); bytes
 are the weights plus the activations and KV cache the op reads and writes;
-matrix ops on a CPU use its `gemm` threads when the spec names them.
+matrix ops on a CPU use its `gemm` threads when the spec names them. A host
+op whose weights are non-cacheable (access `noncacheable`, NC-GEMM) rereads
+them for every token at the platform's uncached read rate; a swizzled copy
+(an `smc` op) moves its traffic at the SMC rate of its threads (strategy.py).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from ..lowering.records import Kernel, PimWork
 from ..lowering.samsung_pim_gemv import gemv_program
 from ..lowering.stream import Loop
 from .program import Program
+from .strategy import noncacheable_read_bandwidth, smc_bandwidth
 
 KERNEL_KIND = {"gemm": "gemm", "gemv": "gemv", "attn_score": "attention", "attn_context": "attention",
                "softmax": "softmax", "norm": "norm", "embedding": "embedding", "kv_append": "copy"}
@@ -33,13 +37,25 @@ def run(program: Program) -> Program:
         op, device = attrs["op"], attrs["device"]
         if device.startswith("pim:"):
             attrs["lowered"] = _pim_work(memory, name, op, attrs)
+        elif op.kind == "smc":
+            threads = attrs["smc_threads"]
+            attrs["lowered"] = Kernel(name, "copy", device, op.dtype, 0.0, attrs["smc_bytes"], dict(op.shape),
+                                      threads, smc_bandwidth(program.system, processors[device], threads))
         else:
-            proc = processors[device]
-            kind = KERNEL_KIND.get(op.kind, "elementwise")
-            threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
-            attrs["lowered"] = Kernel(name, kind, device, op.dtype, op.flops,
-                                      op.weight_bytes + op.read_bytes + op.write_bytes, dict(op.shape), threads)
+            attrs["lowered"] = _kernel(program, processors[device], name, op, attrs.get("access"))
     return program
+
+
+def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel:
+    kind = KERNEL_KIND.get(op.kind, "elementwise")
+    threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
+    weight_bytes, bandwidth = op.weight_bytes, None
+    if access == "noncacheable":
+        # uncached: no reuse across the step's tokens (PIM-SHERPA section 6, NC-GEMM)
+        weight_bytes *= op.shape.get("m", 1) if kind in ("gemm", "gemv") else 1
+        bandwidth = noncacheable_read_bandwidth(program.system)
+    return Kernel(name, kind, proc.name, op.dtype, op.flops, weight_bytes + op.read_bytes + op.write_bytes,
+                  dict(op.shape), threads, bandwidth)
 
 
 def _repeat(items: list, times: int, op: str) -> list:

@@ -13,17 +13,19 @@ from typing import Callable
 
 import networkx as nx
 
-from . import allocation, layout, lowering, placement, tiling
+from . import allocation, layout, lowering, placement, smc, tiling
 from .program import Program
 
 PIPELINE: tuple[tuple[str, Callable[[Program], Program]], ...] = (
     ("placement", placement.run),
-    ("tiling", tiling.run),
     ("layout", layout.run),
+    ("tiling", tiling.run),
     ("allocation", allocation.run),
+    ("smc", smc.run),
     ("lowering", lowering.run),
 )
-PROVIDES = {"placement": ("device",), "tiling": (), "layout": (), "allocation": (), "lowering": ("lowered",)}
+PROVIDES = {"placement": ("device",), "layout": (), "tiling": (), "allocation": (), "smc": (),
+            "lowering": ("lowered",)}
 PASS_NAMES = tuple(name for name, _ in PIPELINE)
 
 

@@ -8,12 +8,14 @@ The mapping's phase block names op classes freely (`fc`, `attention`,
 `lm_head`, `softmax`, `layers`, ...). An op matches the first of: its kind
 (`attn_score`, `softmax`, `gemv`), its class (`qkv`, `ffn`, `lm_head`,
 `attention`), the broader classes in `BROADER`, then `layers`. An op no
-entry matches runs on the system's first processor (the host). Graph models
-have one step, placed with the `prefill` block.
+entry matches runs on the system's first processor (the host), as does an op
+placed on `pim` when the weight strategy uses no PIM (`c_gemm`, see
+strategy.py). Graph models have one step, placed with the `prefill` block.
 """
 from __future__ import annotations
 
 from .program import CompileError, Program
+from .strategy import strategy_of
 
 BROADER = {"qkv": ("fc",), "o": ("projection", "fc"), "ffn": ("fc",), "lm_head": ("fc",),
            "kv_cache": ("attention",), "softmax": ("attention",)}
@@ -29,9 +31,12 @@ def run(program: Program) -> Program:
     table = mapping.placement.get(program.phase, {}) if mapping else {}
     host = system.processors[0].name if system.processors else None
     pim = program.pim_memory
+    uses_pim = strategy_of(system).pim
     for name, attrs in program.ops():
         op = attrs["op"]
         device = next((table[c] for c in candidates(op) if c in table), host)
+        if device == "pim" and not uses_pim:
+            device = host
         if device == "pim":
             if pim is None:
                 raise CompileError(f"op {name} is mapped to pim, but system '{system.name}' has no memory "

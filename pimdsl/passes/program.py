@@ -8,7 +8,9 @@ context) and its NetworkX op graph. Each pass adds node attributes:
               family      the PIM command family: samsung, hbm_pim or neupims
   layout      region      the region that holds the op's weights
               layout      host_friendly or pim_aware
+              access      how a host op reads its weights (cacheable, oracle, smc, ...)
   allocation  alloc       an `Allocation`: where the weights live
+  smc         smc_*       copy ops added before host GEMMs that read swizzled weights
   lowering    lowered     a `PimWork` (structured command stream) or a `Kernel`
 
 `CompileError` is a problem of the spec (a weight that does not fit, an op
@@ -40,6 +42,7 @@ class Program:
     context: int                  # KV-cache length before the step
     graph: nx.DiGraph
     memory_bytes: dict = field(default_factory=dict)    # filled by allocation: category -> bytes
+    buffers: list = field(default_factory=list)         # allocation: the strategy's SMC buffers
 
     @property
     def pim_memory(self) -> Memory | None:

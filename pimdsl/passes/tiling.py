@@ -1,8 +1,11 @@
 """Tiling: the tile shapes of each PIM op, from its PIM unit's register files and SIMD width.
 
-Assumes placement. Guarantees: every op on PIM has `family` (the PIM command
-family its unit declares) and `tiling` (that family's tiling of the op), or a
-CompileError says why the op cannot run there.
+Assumes placement and layout. Guarantees: every op on PIM has `family` (the
+PIM command family its unit declares) and `tiling` (that family's tiling of
+the op), or a CompileError says why the op cannot run there. A host op that
+reads a PIM-aware copy of a GEMV weight (a single-copy weight strategy) gets
+the same `family` and `tiling` as the PIM op on that weight would, so the copy
+is laid out and allocated alike in every step.
 
 Families, told apart by the unit's declarations (never by name):
   neupims   a command uses a PIM row buffer (dual row buffers): attention
@@ -33,10 +36,20 @@ def family(pim: PimUnit) -> str:
 
 def run(program: Program) -> Program:
     memory = program.pim_memory
+    matrices = {}                 # weight -> (n, k) of the matrix op that reads it
+    for _, attrs in program.ops():
+        op = attrs["op"]
+        if op.weight and op.kind in ("gemm", "gemv"):
+            matrices.setdefault(op.weight, (op.shape["n"], op.shape["k"]))
     for name, attrs in program.ops():
+        op = attrs["op"]
         if not attrs["device"].startswith("pim:"):
+            if (attrs.get("layout") == "pim_aware" and op.weight in matrices and memory is not None
+                    and family(memory.pim) == "samsung"):
+                attrs["family"] = "samsung"
+                attrs["tiling"] = GemvLayout.of(memory, *matrices[op.weight])
             continue
-        op, fam = attrs["op"], family(memory.pim)
+        fam = family(memory.pim)
         if op.kind not in FAMILY_KINDS[fam]:
             raise CompileError(f"op {name} ({op.kind}) cannot run on PIM unit '{memory.pim.name}': its "
                                f"{fam} command family lowers {' and '.join(FAMILY_KINDS[fam])}",
