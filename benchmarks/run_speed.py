@@ -26,6 +26,7 @@ PHONE = "specs/systems/pim_sherpa_llama3_2_1b.pim"
 CASES = {
     "sherpa_1b_1_prefill_1_decode": [PHONE, "--set", "workload.input_len=1", "--set", "workload.output_len=1"],
     "sherpa_1b_default_128_128": [PHONE],
+    "sherpa_3b_default_128_128": ["specs/systems/pim_sherpa_llama3_2_3b.pim"],
     "hbm_pim_gemv_4096x4096": ["specs/reference/hbm_pim_gemv.pim"],
 }
 TARGET_S = {"sherpa_1b_1_prefill_1_decode": 10.0}
