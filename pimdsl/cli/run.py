@@ -17,6 +17,7 @@ import sys
 from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
+from ..serving.neupims_serving import is_serving_strategy, simulate
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
 
 
@@ -30,13 +31,13 @@ def add_parser(sub) -> None:
                    help="with --timeline: only decoder layer N of the prefill step")
 
 
-def _progress():
-    """A progress bar on stderr over the decode steps, when stderr is a terminal."""
+def _progress(what: str = "decode steps"):
+    """A progress bar on stderr over the decode steps (or served requests), when stderr is a terminal."""
     if not sys.stderr.isatty():
         return None, None
     from rich.progress import Progress
     bar = Progress(transient=True)
-    task = bar.add_task("decode steps", total=None)
+    task = bar.add_task(what, total=None)
     bar.start()
     return bar, lambda done, total: bar.update(task, completed=done, total=total)
 
@@ -45,6 +46,8 @@ def run(args) -> int:
     system, diags = load_system(args)
     if system is None:
         return 1
+    if is_serving_strategy(system):
+        return _serve(args, system, diags)
     bar, progress = _progress()
     try:
         result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
@@ -71,6 +74,31 @@ def run(args) -> int:
         print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
     print(f"{'memory_bytes':<{width}} " + ", ".join(f"{k} {v}" for k, v in report["memory_bytes"].items()
                                                    if not isinstance(v, dict)))
+    print(f"{'utilization':<{width}} " + ", ".join(f"{k} {v:.1%}" for k, v in report["utilization"].items()))
+    return 0
+
+
+def _serve(args, system, diags) -> int:
+    """A NeuPIMs serving strategy: the iteration-level serving loop instead of step compilation."""
+    bar, progress = _progress("requests")
+    try:
+        result = simulate(system, progress=progress, timeline=bool(args.timeline))
+    except CompileError as exc:
+        return report_compile_error(exc, diags, args.file)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if args.timeline:
+        _write_json(args.timeline, chrome_trace(result.intervals))
+    report = result.report
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    width = 22
+    for key in ("system", "model", "strategy", "tp", "pp", "batch", "dataset", "tokens_per_s", "tpot_s",
+                "end_to_end_s"):
+        value = report[key]
+        print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
     print(f"{'utilization':<{width}} " + ", ".join(f"{k} {v:.1%}" for k, v in report["utilization"].items()))
     return 0
 

@@ -12,6 +12,14 @@ of the part's REF scope falls due every tREFI, first at tREFI; when the next
 command could only issue at or after that, the timer closes the open rows
 with PREA, issues REF, reopens the rows the stream had open with the
 commands that opened them, and goes on). PIM row buffers are not closed.
+
+Row buffers are the PIM unit's `row_buffers` (NeuPIMs section 5.1): with
+`dual`, commands declared on the `pim` row buffer open and close rows of
+their own buffer beside the MEM one, so an ordinary ACT/RD and PIM work can
+hold rows of the same bank at once; with `single` (blocked PIM) both share
+the one row buffer, so a PIM activation of a bank with an open MEM row is a
+stream error until the stream precharges it, and refresh closes and reopens
+PIM rows like any other.
 """
 from __future__ import annotations
 
@@ -57,6 +65,7 @@ class CommandTimer:
         self.open_row: dict[int, dict[str, list[int]]] = {}     # channel -> row buffer -> bank -> row
         self.opener: dict[int, dict[int, tuple[int, int]]] = {}  # channel -> bank -> (command, node) of its MEM row
         self.refreshes = 0
+        self.single_row_buffer = memory.pim is not None and memory.pim.row_buffers == "single"
         self._setup_refresh(refresh)
 
     def _setup_refresh(self, policy: str) -> None:
@@ -103,6 +112,16 @@ class CommandTimer:
         o = self.org
         return ((c.pseudo_channel * o.ranks + c.rank) * o.bank_groups + c.bank_group) * o.banks_per_group + c.bank
 
+    def earliest(self, c: Command, after: int = 0) -> int:
+        """The first cycle >= `after` at which `c` could issue now, by the rules alone (a peek:
+        no refresh is taken, nothing changes; a channel not used yet starts at `after`)."""
+        state = self.states.get(c.channel)
+        if state is None:
+            return after
+        t = self.tables
+        cmd = t.index[c.name]
+        return state.earliest(cmd, t.ancestor(BANK, self._flat_bank(c), t.target_level(cmd)), after)
+
     def issue(self, c: Command, position: int = 0) -> int:
         t = self.tables
         cmd = t.index.get(c.name)
@@ -121,7 +140,7 @@ class CommandTimer:
             self._pending_cmd, self._pending_k = cmd, k
             cycle = self._refresh_before(c.channel, bank, cycle)
         self._track_rows(t.commands[cmd], level, k, bank, c, position)
-        if t.commands[cmd].opens and t.commands[cmd].row_buffer != "pim":
+        if t.commands[cmd].opens and self._buffer(t.commands[cmd]) == "mem":
             opener = self.opener[c.channel]
             for b in ([bank] if level == BANK else t.descendants(level, k, BANK)):
                 opener[b] = (cmd, k)
@@ -129,10 +148,15 @@ class CommandTimer:
         self.last[c.channel] = cycle
         return cycle
 
+    def _buffer(self, decl) -> str:
+        """The row buffer a command works on: its declared one, but `mem` for a `pim` command of a
+        single-row-buffer unit."""
+        return "mem" if self.single_row_buffer and decl.row_buffer == "pim" else decl.row_buffer
+
     def _track_rows(self, decl, level, k, bank, c, position):
         """Open rows per row buffer (`mem`, and `pim` for dual-row-buffer PIM banks)."""
         buffers = self.open_row[c.channel]
-        rows = buffers.setdefault(decl.row_buffer, [-1] * self.tables.banks)
+        rows = buffers.setdefault(self._buffer(decl), [-1] * self.tables.banks)
         banks = [bank] if level == BANK else list(self.tables.descendants(level, k, BANK))
         if decl.opens:
             for b in banks:

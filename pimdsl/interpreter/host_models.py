@@ -161,15 +161,17 @@ def _systolic(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTi
     systolic arrays for GEMMs, vector units for the rest; Sec. 8.1 Table 2: 8 arrays of
     128 x 128; its simulator's core is weight stationary, configs/systolic_ws_128x128_dev.json).
 
-    An M x K by K x N matmul is cut into ``ceil(K / rows) * ceil(N / cols)`` weight tiles. A tile
-    is held in one array while the M activation rows stream through: ``M + rows + cols`` cycles
-    (M rows, plus filling and draining the array). Tiles are spread evenly over
-    ``systolic_arrays * count`` arrays, one after another within an array with no overlap, so
-    ``cycles = ceil(tiles / arrays) * (M + rows + cols)`` and
+    An M x K by K x N matmul is cut into ``ceil(K / rows) * ceil(N / cols)`` weight tiles, spread
+    evenly over ``systolic_arrays * count`` arrays. Within an array the tiles are pipelined as in
+    the NeuPIMs simulator (src/SystolicWS.cc, issue_ex_inst: "Preload can be hided"; a preload
+    starts ``core_height`` cycles after the previous instruction): the next tile's weights load
+    (``rows`` cycles) while the current tile's M activation rows stream through, so a tile
+    occupies its array for ``max(M, rows)`` cycles, and the array fills and drains once per
+    kernel (``rows + cols``):
+    ``cycles = ceil(tiles / arrays) * max(M, rows) + rows + cols`` and
     ``compute_s = cycles / (clock_hz * efficiency)``. Each PE does one MAC per cycle whatever
-    the dtype. The NeuPIMs simulator (src/SystolicWS.cc) charges ``rows + cols - 2 + max(M, 4)``
-    per tile but lets a tile start while the previous one drains, so this model is an upper
-    bound for long runs of small-M tiles.
+    the dtype. Small-M tiles are bound by the weight preload, which is why splitting a batch in
+    two (NeuPIMs sub-batch interleaving, Sec. 6.2 / 8.2) costs NPU time when M < rows.
     """
     m, k, n = _shape(kernel)
     rows, cols = processor.systolic_rows, processor.systolic_cols
@@ -178,7 +180,7 @@ def _systolic(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTi
                          f"give its rows and cols")
     tiles = math.ceil(k / rows) * math.ceil(n / cols)
     arrays = processor.systolic_arrays * processor.count
-    cycles = math.ceil(tiles / arrays) * (m + rows + cols) if tiles and m else 0
+    cycles = math.ceil(tiles / arrays) * max(m, rows) + rows + cols if tiles and m else 0
     compute_s = cycles / (_clock(processor) * processor.efficiency) if cycles else 0.0
     return _done(compute_s, memory_s, "systolic", systolic_tiles=tiles, systolic_cycles=cycles)
 

@@ -131,13 +131,19 @@ def _bank_place(memory: Memory, flat: int) -> dict:
     return {"rank": rank, "bank_group": bank_group, "bank": bank}
 
 
-def _gwrite(channel: int, row: int, first: bool, place: dict) -> Iterator[Command]:
-    """One vector into the global buffer: the MEM row's ACT, then PIM_GWRITE (section 5.2)."""
-    if not first:                         # the previous vector's MEM row, same bank
+def _gwrite(memory: Memory, channel: int, row: int, first: bool, place: dict) -> Iterator[Command]:
+    """One vector into the global buffer: the MEM row's ACT, then PIM_GWRITE (section 5.2).
+
+    With dual row buffers (section 5.1) the MEM row may stay open while PIM works in the PIM row
+    buffers; it is precharged before the next vector's ACT. With a single row buffer (blocked
+    PIM) the row is precharged at once, since the next grouped PIM_ACT needs the same buffer."""
+    single = memory.pim.row_buffers == "single"
+    if not first and not single:          # the previous vector's MEM row, same bank
         yield Command("PRE", channel, kind="gwrite", **place)
     yield Command("ACT", channel, row=row, kind="gwrite", **place)
-    # the MEM row may stay open: PIM work uses the PIM row buffers (dual buffers)
     yield Command("PIM_GWRITE", channel, row=row, kind="gwrite", **place)
+    if single:
+        yield Command("PRE", channel, kind="gwrite", **place)
 
 
 def _tile(memory: Memory, channel: int, row: int, gemv_columns: Sequence[int], kind: str) -> Iterator[Command]:
@@ -169,7 +175,7 @@ def score_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channe
     for head_set in range(t.head_sets):
         heads_here = min(t.heads_per_row, heads - head_set * t.heads_per_row)
         if gwrite:                        # this head set's query into the global buffer (a MEM row)
-            yield from _gwrite(channel, query_row(memory, head_set), head_set == 0, _bank_place(memory, 0))
+            yield from _gwrite(memory, channel, query_row(memory, head_set), head_set == 0, _bank_place(memory, 0))
         for tile in range(t.tiles):
             yield from score_tile(memory, t, head_set, tile, heads_here, channel, first_row)
 
@@ -191,6 +197,6 @@ def context_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, chan
     for head in range(heads):
         for chunk in range(t.chunks):
             if gwrite:
-                yield from _gwrite(channel, scores_row(memory, t, head, chunk), head == chunk == 0, place)
+                yield from _gwrite(memory, channel, scores_row(memory, t, head, chunk), head == chunk == 0, place)
             for dim_tile in range(t.dim_tiles):
                 yield from context_tile(memory, t, head, chunk, dim_tile, channel, first_row)

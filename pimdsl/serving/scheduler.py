@@ -139,6 +139,15 @@ class IterationScheduler:
         return self.kv.pages_for(r.input_len + r.output_len)
 
     @property
+    def waiting(self) -> int:
+        """Requests not admitted yet."""
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
     def done(self) -> bool:
         return not self._waiting and not self._running
 

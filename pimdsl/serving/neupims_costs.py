@@ -1,0 +1,304 @@
+"""What one decoder layer costs on one NeuPIMs device, per (sub-)batch: the serving loop's prices.
+
+NeuPIMs paper (004_f517316e854733a9.txt). A device runs `layers / pp` decoder layers ([NEUPIMS]
+section 7.1) with `heads / tp` heads and `1 / tp` of every weight matrix (section 7.2); the
+serving strategies of section 8.1 and Figure 13 are rows of `SERVING_STRATEGIES`.
+
+A layer is a chain of segments, each on one resource:
+
+    qkv  (npu)   layernorm, QKV GEMM, the new K and V written to the cache
+    mha  (pim)   per channel: Algorithm 1 over the channel's requests; softmax on the vector units
+    proj (npu)   output projection, residual
+    ar1  (link)  ring all-reduce of the projection (tensor parallelism, section 7.2)
+    ffn  (npu)   layernorm, FFN up, GELU, FFN down, residual
+    ar2  (link)  ring all-reduce of the FFN output
+
+Without PIM (npu_only, gpu_only) `mha` runs on the processor: K.q, softmax and s.V read the KV
+cache at the processor's bandwidth. Host kernels are timed by `interpreter.host_models` (the
+systolic model of the NPU, the roofline of the GPU); PIM tiles by the DRAM engine
+(`interpreter.command_stream`) on the spec's memory with the strategy's row buffers.
+
+PIM time of a channel is Algorithm 1 summed over its requests (section 6.3), with L_tile and
+L_GWRITE measured, not assumed: the steady-state period of score and attend tiles and the
+marginal cost of a GWRITE, each timed on the memory with refresh. Softmax overlaps the PIM GEMVs
+with dual row buffers (section 6.1, Figure 10: the vector units take partial logits through the
+MEM row buffer while PIM computes); with a single row buffer it runs after them. While the NPU
+reads weights beside PIM work (dual row buffers and sub-batch interleaving), its memory roof is
+divided by the read share `interleave.contention` measures (section 5.3: PIM commands first).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..graph.build import ACTIVATION_FLOPS, NORM_FLOPS, SOFTMAX_FLOPS
+from ..interpreter.host_models import kernel_time, transfer_time
+from ..interpreter.interleave import contention, timer_for
+from ..ir.hardware import Memory, Processor
+from ..ir.workload import DTYPE_BYTES, System
+from ..lowering.neupims_attention import ContextTiling, ScoreTiling, context_stream, score_stream
+from ..lowering.records import Kernel
+from ..passes.program import CompileError
+from .neupims_algorithms import mha_tile_counts
+
+
+@dataclass(frozen=True)
+class ServingStrategy:
+    name: str
+    pim: bool                     # attention GEMVs on PIM (else on the processor)
+    row_buffers: str | None       # single (blocked PIM) or dual (section 5.1)
+    allocation: str | None        # round_robin (section 8.1) or greedy_min_load (Algorithm 2)
+    sub_batches: int              # 2: sub-batch interleaving (section 6.2, Algorithm 3)
+    processor: str                # npu, or gpu (the mapping's `gpu` parameter)
+    description: str
+
+
+SERVING_STRATEGIES = {s.name: s for s in (
+    ServingStrategy("npu_only", False, None, None, 1, "npu",
+                    "NPU with the same bandwidth, no PIM (section 8.1)"),
+    ServingStrategy("npu_pim", True, "single", "round_robin", 1, "npu",
+                    "blocked PIM, round-robin channels, no interleaving (section 8.1)"),
+    ServingStrategy("npu_pim_drb", True, "dual", "round_robin", 1, "npu",
+                    "+ dual row buffers (Figure 13)"),
+    ServingStrategy("npu_pim_drb_gmlbp", True, "dual", "greedy_min_load", 1, "npu",
+                    "+ greedy min-load bin packing (Figure 13)"),
+    ServingStrategy("neupims", True, "dual", "greedy_min_load", 2, "npu",
+                    "+ sub-batch interleaving: NeuPIMs (sections 5-6)"),
+    ServingStrategy("gpu_only", False, None, None, 1, "gpu",
+                    "A100 roofline, no PIM (section 8.1)"),
+)}
+
+RESOURCES = ("npu", "pim", "link")
+
+
+def _fail(system: System, message: str, hint: str | None = None):
+    raise CompileError(message, system.mapping.span if system.mapping else system.span, hint)
+
+
+def _param_int(system: System, name: str, default: int) -> int:
+    value = system.mapping.params.get(name, default) if system.mapping else default
+    if not isinstance(value, (int, float)) or value != int(value) or value < 1:
+        _fail(system, f"mapping parameter '{name}' must be a whole number >= 1, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment of a layer for one (sub-)batch: its resource, seconds and what it moves."""
+    name: str
+    resource: str
+    seconds: float
+    flops: float = 0.0            # systolic / tensor FLOPs (NPU utilisation)
+    dram_bytes: float = 0.0       # the processor's DRAM traffic (bandwidth utilisation)
+    pim_busy_s: float = 0.0       # PIM: busy time summed over the channels (PIM utilisation)
+
+
+class DeviceCosts:
+    """Prices of one device of `system` under `strategy` (see the module text)."""
+
+    def __init__(self, system: System, strategy: ServingStrategy):
+        self.system, self.strategy = system, strategy
+        model = system.model
+        if model is None or model.architecture != "decoder":
+            _fail(system, "NeuPIMs serving needs a decoder model")
+        self.tp = _param_int(system, "tp", 1)
+        self.pp = _param_int(system, "pp", 1)
+        for what, count in (("heads", model.heads), ("kv_heads", model.kv_heads), ("ffn", model.ffn)):
+            if count % self.tp:
+                _fail(system, f"tp = {self.tp} does not divide the model's {what} ({count})",
+                      "pick a tensor-parallel degree that divides heads, kv_heads and ffn")
+        if self.pp > model.layers:
+            _fail(system, f"pp = {self.pp} exceeds the model's {model.layers} layers")
+        self.layers = math.ceil(model.layers / self.pp)           # the busiest stage
+        self.heads, self.kv_heads = model.heads // self.tp, model.kv_heads // self.tp
+        self.head_dim, self.hidden, self.ffn = model.head_dim, model.hidden, model.ffn // self.tp
+        self.dtype, self.b = model.dtype, DTYPE_BYTES[model.dtype]
+        self.processor = self._processor()
+        self.memory = self._memory()
+        self.link = system.links[0] if system.links else None
+        if self.tp > 1 and self.link is None:
+            _fail(system, f"tp = {self.tp} needs a link between the devices", "add a link to the system")
+
+    # ---- hardware -------------------------------------------------------------------------
+
+    def _processor(self) -> Processor:
+        kind = self.strategy.processor
+        wanted = self.system.mapping.params.get("gpu") if kind == "gpu" else None
+        for p in self.system.processors:
+            if p.kind == kind and (wanted is None or p.name == wanted):
+                return p
+        _fail(self.system, f"strategy '{self.strategy.name}' needs a {kind} processor"
+              + (f" named '{wanted}'" if wanted else "") + " in the system")
+
+    def _memory(self) -> Memory | None:
+        pims = [m for m in self.system.memories if m.pim is not None]
+        if not self.strategy.pim:
+            return pims[0] if pims else (self.system.memories[0] if self.system.memories else None)
+        if not pims:
+            _fail(self.system, f"strategy '{self.strategy.name}' needs a memory with a PIM unit")
+        memory = pims[0]
+        # the strategy's row buffers: the spec's unit, or its blocked (single) variant
+        return dataclasses.replace(memory, pim=dataclasses.replace(memory.pim, row_buffers=self.strategy.row_buffers))
+
+    @property
+    def channels(self) -> int:
+        return self.memory.organization.channels if self.memory is not None else 1
+
+    @property
+    def banks(self) -> int:
+        org = self.memory.organization
+        return org.ranks * org.banks_per_rank
+
+    def weight_bytes_per_device(self) -> float:
+        return self.system.model.weight_bytes / (self.tp * self.pp)
+
+    def kv_bytes_per_token(self) -> float:
+        """One token's K and V over this device's layers and heads."""
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.b
+
+    def kv_capacity_bytes(self) -> float:
+        """The memory's kv_cache regions, else what the weights leave of the processor's memory."""
+        if self.memory is not None:
+            held = sum(r.size_bytes for r in self.memory.regions if "kv_cache" in r.holds)
+            if held:
+                return held
+        return self.processor.memory_bytes - self.weight_bytes_per_device()
+
+    # ---- PIM tiles, measured on the DRAM engine -------------------------------------------------
+
+    @cached_property
+    def tile_seconds(self) -> dict[str, float]:
+        """L_tile of a score and an attend tile and L_GWRITE (Algorithm 1), in seconds: steady-state
+        periods on one channel with blocking refresh (the marginal cost between two stream sizes)."""
+        m = self.memory
+        clock = m.part.clock_hz
+        hs = ScoreTiling.of(m, 1, self.heads, self.head_dim).heads_per_row
+        lanes_tok = ContextTiling.of(m, 1, 1, self.head_dim).tokens_per_row
+
+        def cycles(stream) -> int:
+            return max(timer_for(m, refresh="blocking").run(stream))
+
+        per = lambda a, b, n: (b - a) / n / clock
+        few, many = 64, 128
+        score = per(cycles(score_stream(m, few * self.banks, hs, self.head_dim)),
+                    cycles(score_stream(m, many * self.banks, hs, self.head_dim)), many - few)
+        dims = ContextTiling.of(m, lanes_tok, 1, self.head_dim).dim_tiles
+        attend = per(cycles(context_stream(m, lanes_tok, few // dims, self.head_dim)),
+                     cycles(context_stream(m, lanes_tok, many // dims, self.head_dim)), many - few)
+        # a GWRITE per head and chunk of s.V: the stream with GWRITEs minus the one without
+        heads = many // dims
+        gwrite = (cycles(context_stream(m, lanes_tok, heads, self.head_dim, gwrite=True))
+                  - cycles(context_stream(m, lanes_tok, heads, self.head_dim))) / heads / clock
+        return {"score": score, "attend": attend, "gwrite": max(gwrite, 0.0)}
+
+    @cached_property
+    def read_share(self) -> float:
+        """The NPU's share of its bandwidth beside PIM work (dual row buffers), measured."""
+        if not self.strategy.pim or self.strategy.row_buffers != "dual":
+            return 1.0
+        m, hs = self.memory, ScoreTiling.of(self.memory, 1, self.heads, self.head_dim).heads_per_row
+        lanes_tok = ContextTiling.of(m, 1, 1, self.head_dim).tokens_per_row
+        pim = [*score_stream(m, 16 * self.banks, hs, self.head_dim, gwrite=True),
+               *context_stream(m, lanes_tok, 8, self.head_dim, gwrite=True)]
+        return contention(m, pim, read_rows=64).read_share
+
+    def mha_seconds(self, seq_lens: np.ndarray) -> np.ndarray:
+        """Algorithm 1 for each request (one channel, this device's heads), vectorised."""
+        t = self.tile_seconds
+        page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
+        e = self.heads * self.head_dim
+        seq = np.asarray(seq_lens, dtype=np.int64)
+        score_gw = -(-e // page)
+        score_tiles = -(-seq // self.banks) * score_gw
+        attend_gw = -(-seq // page) * self.heads
+        attend_tiles = -(-self.head_dim // self.banks) * attend_gw
+        return ((score_gw + attend_gw) * t["gwrite"] + score_tiles * t["score"]
+                + attend_tiles * t["attend"])
+
+    def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
+        page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
+        return mha_tile_counts(seq_len, heads=self.heads, head_dim=self.head_dim, page_elems=page,
+                               banks=self.banks)
+
+    # ---- host kernels ----------------------------------------------------------------------
+
+    def _kernel(self, name: str, kind: str, flops: float, nbytes: float, shape: dict | None = None,
+                share: float = 1.0) -> Segment:
+        p = self.processor
+        t = kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}))
+        seconds = max(t.compute_s, t.memory_s / share)
+        return Segment(name, "npu", seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
+
+    def _gemm(self, name: str, m: int, k: int, n: int, share: float) -> Segment:
+        nbytes = (k * n + m * k + m * n) * self.b
+        return self._kernel(name, "gemm", 2.0 * m * k * n, nbytes, {"m": m, "k": k, "n": n}, share)
+
+    def _vector(self, name: str, flops: float, elements: float) -> Segment:
+        return self._kernel(name, "elementwise", flops, 2 * elements * self.b)
+
+    @staticmethod
+    def _merge(name: str, resource: str, parts: list[Segment]) -> Segment:
+        return Segment(name, resource, sum(s.seconds for s in parts), sum(s.flops for s in parts),
+                       sum(s.dram_bytes for s in parts))
+
+    def _allreduce(self, name: str, rows: int) -> Segment:
+        if self.tp == 1:
+            return Segment(name, "link", 0.0)
+        # ring all-reduce: 2 (tp - 1) steps of 1/tp of the tensor each
+        chunk = rows * self.hidden * self.b / self.tp
+        steps = 2 * (self.tp - 1)
+        return Segment(name, "link", steps * transfer_time(self.link, chunk, instances=1))
+
+    def layer(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> list[Segment]:
+        """The segments of one decoder layer for a (sub-)batch: `seq_lens` are the requests'
+        context lengths (past tokens + this one), `channel_of` their PIM channels."""
+        bsz, d, m = len(seq_lens), self.hidden, self.system.model
+        s = self.strategy
+        share = self.read_share if s.sub_batches > 1 else 1.0
+        norm = NORM_FLOPS.get(m.norm, 8)
+        kv_new = 2 * bsz * self.kv_heads * self.head_dim * self.b
+        qkv_out = (self.heads + 2 * self.kv_heads) * self.head_dim
+        qkv = self._merge("qkv", "npu", [self._vector("ln1", norm * bsz * d, bsz * d),
+                                        self._gemm("qkv_proj", bsz, d, qkv_out, share),
+                                        Segment("kv_write", "npu", kv_new / self.processor.memory_bandwidth_bytes_per_s,
+                                                0.0, kv_new)])
+        scores = float(np.sum(seq_lens)) * self.heads
+        softmax = self._vector("softmax", SOFTMAX_FLOPS * scores, scores)
+        if s.pim:
+            loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
+            pim_s = float(loads.max()) if bsz else 0.0
+            # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
+            mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
+            mha = Segment("mha", "pim", mha_s, pim_busy_s=float(loads.sum()))
+        else:
+            # every request's heads as GEMVs on the processor, reading the KV cache: K.q as one
+            # 1 x head_dim by head_dim x (heads x tokens) GEMV, s.V as 1 x (heads x tokens) by
+            # (heads x tokens) x head_dim (the systolic tiles of the per-head GEMVs, summed)
+            tokens = int(np.sum(seq_lens))
+            kv_bytes = float(tokens) * self.kv_heads * self.head_dim * self.b
+            n = self.heads * tokens
+            logit = self._kernel("logit", "gemv", 2.0 * n * self.head_dim,
+                                 kv_bytes + bsz * self.heads * self.head_dim * self.b,
+                                 {"m": 1, "k": self.head_dim, "n": max(n, 1)})
+            attend = self._kernel("attend", "gemv", 2.0 * n * self.head_dim, kv_bytes + scores * self.b,
+                                  {"m": 1, "k": max(n, 1), "n": self.head_dim})
+            mha = self._merge("mha", "npu", [logit, softmax, attend])
+        proj = self._merge("proj", "npu", [self._gemm("o_proj", bsz, self.heads * self.head_dim, d, share),
+                                          self._vector("residual1", bsz * d, bsz * d)])
+        act = ACTIVATION_FLOPS.get(m.activation, 8)
+        ffn = self._merge("ffn", "npu", [self._vector("ln2", norm * bsz * d, bsz * d),
+                                        self._gemm("ffn_up", bsz, d, self.ffn, share),
+                                        self._vector("act", act * bsz * self.ffn, bsz * self.ffn),
+                                        self._gemm("ffn_down", bsz, self.ffn, d, share),
+                                        self._vector("residual2", bsz * d, bsz * d)])
+        return [qkv, mha, proj, self._allreduce("ar1", bsz), ffn, self._allreduce("ar2", bsz)]
+
+    def pipeline_send(self, rows: int) -> float:
+        """Activations of `rows` requests to the next pipeline stage (section 7.1)."""
+        if self.pp == 1:
+            return 0.0
+        return transfer_time(self.link, rows * self.hidden * self.b, instances=1)

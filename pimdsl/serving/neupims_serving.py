@@ -1,0 +1,256 @@
+"""Batched serving on NeuPIMs devices: iteration-level scheduling, channel placement, sub-batch interleaving.
+
+NeuPIMs paper (004_f517316e854733a9.txt). Each iteration (Orca-style, `scheduler.IterationScheduler`)
+every running request decodes one token; requests join and leave at iteration boundaries and a
+paged KV cache bounds how many run. Summarisation (prefill) runs on standalone NPUs (section 4
+item 1), so an admitted request costs the device nothing in the iteration that admits it and
+decodes from the next one.
+
+Per iteration:
+1. Admitted requests get a PIM channel for their whole life: Algorithm 2 (greedy min-load, by the
+   Algorithm 1 estimate at their input length) or round-robin (the NPU+PIM baseline, section 8.1).
+2. With pipeline parallelism the decoding requests form `pp` equal micro-batches (section 7.1);
+   a device serves them one after another, so the iteration takes the sum of their stage times.
+3. With sub-batch interleaving each micro-batch splits into two sub-batches by Algorithm 3, and the
+   layers of both run as chains of segments (`neupims_costs.DeviceCosts.layer`) on the NPU, the
+   PIM channels and the link, list-scheduled: each step starts whichever sub-batch's next segment
+   can start first (ties: sub-batch 1), which gives Figure 11(b)'s alternation. Without it the one
+   chain runs serially (Figure 11(a)).
+
+Throughput is generated tokens over device time, measured over the iterations that start with
+requests still waiting (a full, warmed-up batch, as section 8.1 samples batches), or over every
+iteration when the run never has a backlog. Utilisation (Table 4) over the same window: NPU =
+systolic FLOPs / (peak x time); PIM = busy time summed over channels / (channels x time);
+bandwidth = the processor's DRAM traffic / (peak bandwidth x time), the traffic PIM does inside
+the banks not counted.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..emit.timeline import Interval
+from ..interpreter.host_models import peak_dtype
+from ..ir.workload import System
+from ..passes.program import CompileError
+from .neupims_algorithms import greedy_min_load, partition_sub_batches, round_robin
+from .neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
+from .requests import requests_for
+from .scheduler import IterationScheduler, PagedKVCache
+
+TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
+
+
+def is_serving_strategy(system: System) -> bool:
+    return system.mapping is not None and system.mapping.strategy in SERVING_STRATEGIES
+
+
+@dataclass
+class _Totals:
+    seconds: float = 0.0
+    tokens: int = 0
+    flops: float = 0.0
+    dram_bytes: float = 0.0
+    pim_busy_s: float = 0.0
+    iterations: int = 0
+
+    def add(self, other: "_Totals") -> None:
+        for name in ("seconds", "tokens", "flops", "dram_bytes", "pim_busy_s", "iterations"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+@dataclass
+class ServingResult:
+    report: dict
+    intervals: list[Interval] = field(default_factory=list)
+
+
+def schedule_chains(chains: list[list[Segment]], layers: int, blocked: bool = False,
+                    record=None) -> float:
+    """Makespan of `layers` repetitions of each chain (one per sub-batch) on shared resources.
+
+    Greedy list scheduling: the next segment of whichever chain can start earliest goes first
+    (ties: the lower chain). A blocked PIM (single row buffer) shares the device with the NPU,
+    so PIM segments then take the NPU resource. `record(chain, layer, segment, start, end)`
+    sees every segment."""
+    free: dict[str, float] = {}
+    ready = [0.0] * len(chains)
+    pos = [0] * len(chains)
+    total = [layers * len(c) for c in chains]
+    while True:
+        best = None
+        for i, chain in enumerate(chains):
+            if pos[i] < total[i]:
+                seg = chain[pos[i] % len(chain)]
+                res = "npu" if blocked and seg.resource == "pim" else seg.resource
+                start = max(free.get(res, 0.0), ready[i])
+                if best is None or start < best[0]:
+                    best = (start, i, seg, res)
+        if best is None:
+            return max(ready, default=0.0)
+        start, i, seg, res = best
+        end = start + seg.seconds
+        if seg.seconds > 0:
+            free[res] = end
+        ready[i] = end
+        if record is not None:
+            record(i, pos[i] // len(chains[i]), seg, start, end)
+        pos[i] += 1
+
+
+def simulate(system: System, progress=None, timeline: bool = False) -> ServingResult:
+    strategy = SERVING_STRATEGIES[system.mapping.strategy]
+    costs = DeviceCosts(system, strategy)
+    work = system.workload
+    if work is None:
+        raise CompileError("NeuPIMs serving needs a workload", system.span, "add 'workload = ...;' to the system")
+    _check_weights_fit(system, costs)
+    requests = requests_for(work)
+    page_tokens = costs.banks if costs.memory is not None and costs.memory.pim is not None else 16
+    kv = PagedKVCache(int(costs.kv_capacity_bytes()), page_tokens, int(costs.kv_bytes_per_token()))
+    try:
+        sched = IterationScheduler(requests, work.batch, kv)
+    except ValueError as exc:
+        raise CompileError(f"the KV cache cannot serve this workload: {exc}", work.span,
+                           "shorten the requests or give the kv_cache region more room") from None
+
+    estimate = lru_cache(maxsize=None)(lambda seq: float(costs.mha_seconds(np.array([seq]))[0])) \
+        if strategy.pim else (lambda seq: 0.0)
+    placed: list[list[tuple[int, int]]] = [[] for _ in range(costs.channels)]
+    channel_of: dict[int, int] = {}
+    rr_next = 0
+    steady, everything = _Totals(), _Totals()
+    intervals: list[Interval] = []
+    clock, peak_pages, batch_sizes = 0.0, 0, []
+    while (it := sched.step()) is not None:
+        # 1. channels for the newcomers (their estimate at their input length)
+        new = [(e.request_id, e.new_tokens) for e in it.entries if e.phase == "prefill"]
+        if new and strategy.pim:
+            if strategy.allocation == "greedy_min_load":
+                placed = greedy_min_load(new, placed, estimate).channels
+            else:
+                placed = round_robin(new, placed, estimate, start=rr_next).channels
+                rr_next += len(new)
+            channel_of.update({rid: c for c, chnl in enumerate(placed) for rid, _ in chnl})
+        decode = [e for e in it.entries if e.phase == "decode"]
+        backlog = sched.waiting > 0            # the batch is full and requests wait
+        totals = _iteration(costs, decode, channel_of, it.index, clock, intervals if timeline else None)
+        sched.clock_s += totals.seconds
+        if timeline:
+            intervals.append(Interval("device:iterations", f"iteration {it.index}", clock, clock + totals.seconds,
+                                      "iteration", {"decoding": len(decode), "admitted": len(it.admitted),
+                                                    "finished": len(it.finished), "kv_pages": it.kv_used_pages}))
+        clock += totals.seconds
+        everything.add(totals)
+        if backlog:
+            steady.add(totals)
+        peak_pages = max(peak_pages, it.kv_used_pages)
+        batch_sizes.append(len(decode))
+        # 4. the finished leave their channels
+        if it.finished and strategy.pim:
+            gone = set(it.finished)
+            placed = [[item for item in chnl if item[0] not in gone] for chnl in placed]
+        if progress is not None:
+            progress(len(requests) - sched.waiting - sched.running, len(requests))
+    window = steady if steady.tokens else everything
+    return ServingResult(_report(system, costs, work, requests, window, everything, kv, peak_pages,
+                                 batch_sizes), intervals)
+
+
+def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: int, clock: float,
+               intervals: list | None) -> _Totals:
+    """One iteration's device time and work, over its pp micro-batches."""
+    totals = _Totals(iterations=1, tokens=len(decode))
+    if not decode:
+        return totals
+    s = costs.strategy
+    ids = np.array([e.request_id for e in decode])
+    seqs = np.array([e.context_len for e in decode], dtype=np.int64)
+    chans = np.array([channel_of.get(int(r), 0) for r in ids], dtype=np.int64)
+    at = clock
+    for mb in np.array_split(np.arange(len(decode)), costs.pp):
+        if not len(mb):
+            continue
+        if s.sub_batches > 1:
+            per_channel = [[int(i) for i in mb if chans[i] == c] for c in range(costs.channels)]
+            halves = partition_sub_batches(per_channel)
+            groups = [np.array(sorted(i for chnl in half for i in chnl), dtype=np.int64) for half in halves]
+            groups = [g for g in groups if len(g)]
+        else:
+            groups = [mb]
+        chains = [costs.layer(seqs[g], chans[g]) for g in groups]
+        record = None
+        if intervals is not None:
+            record = _recorder(costs, intervals, index, at)
+        seconds = schedule_chains(chains, costs.layers, blocked=s.pim and s.row_buffers == "single",
+                                  record=record)
+        seconds += costs.pipeline_send(len(mb)) if costs.pp > 1 else 0.0
+        at += seconds
+        totals.seconds += seconds
+        for chain in chains:
+            totals.flops += costs.layers * sum(seg.flops for seg in chain)
+            totals.dram_bytes += costs.layers * sum(seg.dram_bytes for seg in chain)
+            totals.pim_busy_s += costs.layers * sum(seg.pim_busy_s for seg in chain)
+    return totals
+
+
+def _recorder(costs: DeviceCosts, intervals: list, index: int, offset: float):
+    names = {"npu": f"npu:{costs.processor.name}", "link": f"link:{costs.link.name if costs.link else 'link'}",
+             "pim": f"pim:{costs.memory.name if costs.memory is not None else 'pim'}"}
+
+    def record(chain: int, layer: int, seg: Segment, start: float, end: float) -> None:
+        if layer == TIMELINE_LAYER and end > start:
+            intervals.append(Interval(names[seg.resource], f"{seg.name} sb{chain + 1}", offset + start,
+                                      offset + end, "decode", {"iteration": index, "sub_batch": chain + 1,
+                                                               "layer": layer}))
+    return record
+
+
+def _check_weights_fit(system: System, costs: DeviceCosts) -> None:
+    need = costs.weight_bytes_per_device()
+    regions = [r for r in (costs.memory.regions if costs.memory is not None else ()) if "weights" in r.holds]
+    if costs.strategy.processor == "gpu" or not regions:
+        room, where, span = costs.processor.memory_bytes, f"{costs.processor.name}'s memory", costs.processor.span
+    else:
+        room, where, span = sum(r.size_bytes for r in regions), f"the weights region", regions[0].span
+    if need > room:
+        raise CompileError(f"{need / 2**30:.2f} GiB of weights per device (tp = {costs.tp}, pp = {costs.pp}) "
+                           f"do not fit in {where} ({room / 2**30:.2f} GiB)", span,
+                           "raise tp or pp in the mapping's params, or give the weights more room")
+
+
+def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals, everything: _Totals,
+            kv: PagedKVCache, peak_pages: int, batch_sizes: list[int]) -> dict:
+    s, p = costs.strategy, costs.processor
+    peak = p.peak_flops[peak_dtype(p, costs.dtype)] * (p.efficiency if p.kind != "npu" else 1.0)
+    t = window.seconds or math.inf
+    util = {"npu": window.flops / (peak * t),
+            "pim": window.pim_busy_s / (costs.channels * t) if s.pim else 0.0,
+            "bandwidth": window.dram_bytes / (p.memory_bandwidth_bytes_per_s * t)}
+    out = {
+        "system": system.name, "model": system.model.name, "strategy": s.name,
+        "mode": "serving", "tokens_per_s": window.tokens / t,
+        "utilization": util,
+        "tp": costs.tp, "pp": costs.pp, "devices": costs.tp * costs.pp,
+        "batch": work.batch, "dataset": work.dataset, "requests": len(requests),
+        "mean_input_len": float(np.mean([r.input_len for r in requests])) if requests else 0.0,
+        "mean_output_len": float(np.mean([r.output_len for r in requests])) if requests else 0.0,
+        "iterations": everything.iterations, "measured_iterations": window.iterations,
+        "measured_tokens": window.tokens,
+        "tpot_s": window.seconds / window.iterations if window.iterations else 0.0,
+        "end_to_end_s": everything.seconds,
+        "end_to_end_tokens_per_s": everything.tokens / everything.seconds if everything.seconds else 0.0,
+        "mean_decode_batch": float(np.mean(batch_sizes)) if batch_sizes else 0.0,
+        "row_buffers": s.row_buffers, "channel_allocation": s.allocation, "sub_batches": s.sub_batches,
+        "processor": p.name,
+        "memory_bytes": {"weights_per_device": int(costs.weight_bytes_per_device()),
+                         "kv_cache_capacity": int(kv.total_pages * kv.page_bytes),
+                         "kv_cache_peak": int(peak_pages * kv.page_bytes)},
+    }
+    if s.pim:
+        out["pim"] = {"tile_s": costs.tile_seconds, "npu_read_share": costs.read_share,
+                      "channels": costs.channels}
+    return out
