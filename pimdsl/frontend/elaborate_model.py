@@ -193,7 +193,8 @@ class ModelBuilder:
             dataset=r.choice("dataset", ("sharegpt", "alpaca", "fixed"), None),
             distribution=r.choice("distribution", ("fixed", "normal", "uniform", "exponential"), "fixed"),
             mean_input_len=r.number("mean_input_len", None), mean_output_len=r.number("mean_output_len", None),
-            requests=r.integer("requests", 1), seed=r.integer("seed", 0, minimum=0), span=node.span)
+            requests=r.integer("requests", 1), seed=r.integer("seed", 0, minimum=0),
+            kv_admission=r.choice("kv_admission", ("reserve", "on_demand"), "reserve"), span=node.span)
         r.finish()
         return out
 

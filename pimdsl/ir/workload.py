@@ -77,6 +77,7 @@ class Workload:
     mean_output_len: float | None
     requests: int
     seed: int
+    kv_admission: str             # reserve (Orca: a request's whole life at admission) or on_demand (vLLM)
     span: Span = field(compare=False, repr=False)
 
 

@@ -297,6 +297,25 @@ class DeviceCosts:
                                         self._vector("residual2", bsz * d, bsz * d)])
         return [qkv, mha, proj, self._allreduce("ar1", bsz), ffn, self._allreduce("ar2", bsz)]
 
+    def prefill_seconds(self, tokens: int) -> float:
+        """One request's summarisation of `tokens` prompt tokens through every layer: on
+        standalone NPUs modelled as this device's NPU, sharded as the devices are (tp per stage,
+        pp stages in turn; section 4 item 1). GEMMs with m = tokens, the per-head score and
+        context matmuls, the all-reduces; norms and softmax are left out (vector work)."""
+        if tokens < 1:
+            return 0.0
+        e = self.heads * self.head_dim
+        qkv_out = (self.heads + 2 * self.kv_heads) * self.head_dim
+        gemms = [self._gemm("qkv_proj", tokens, self.hidden, qkv_out, 1.0),
+                 self._gemm("o_proj", tokens, e, self.hidden, 1.0),
+                 self._gemm("ffn_up", tokens, self.hidden, self.ffn, 1.0),
+                 self._gemm("ffn_down", tokens, self.ffn, self.hidden, 1.0)]
+        per_head = [self._gemm("score", tokens, self.head_dim, tokens, 1.0),
+                    self._gemm("context", tokens, tokens, self.head_dim, 1.0)]
+        layer = (sum(g.seconds for g in gemms) + self.heads * sum(g.seconds for g in per_head)
+                 + 2 * self._allreduce("ar", tokens).seconds)
+        return self.pp * self.layers * layer + (self.pp - 1) * self.pipeline_send(tokens)
+
     def pipeline_send(self, rows: int) -> float:
         """Activations of `rows` requests to the next pipeline stage (section 7.1)."""
         if self.pp == 1:

@@ -20,9 +20,13 @@ Per iteration:
 Throughput is generated tokens over device time, measured over the iterations that start with
 requests still waiting (a full, warmed-up batch, as section 8.1 samples batches), or over every
 iteration when the run never has a backlog. Utilisation (Table 4) over the same window: NPU =
-systolic FLOPs / (peak x time); PIM = busy time summed over channels / (channels x time);
+systolic FLOPs / (peak x time) (MAC utilisation; `npu_busy` is the share of time the NPU has a
+kernel running, memory-bound ones included: the paper does not say which it reports); PIM = busy time summed over channels / (channels x time);
 bandwidth = the processor's DRAM traffic / (peak bandwidth x time), the traffic PIM does inside
-the banks not counted.
+the banks not counted. `mean_decode_batch` is over the same window. TTFT (`ttft_s`, mean over
+requests; `ttft_p99_s`) runs from arrival to the first token: the wait for admission plus the
+prompt's summarisation on the standalone NPUs (`DeviceCosts.prefill_seconds`). `breakdown_s` has
+the whole run's device time (`decode`) and each resource's busy time, every layer counted.
 """
 from __future__ import annotations
 
@@ -56,10 +60,14 @@ class _Totals:
     dram_bytes: float = 0.0
     pim_busy_s: float = 0.0
     iterations: int = 0
+    batch: int = 0                # decoding requests, summed over iterations
+    busy_s: dict = field(default_factory=dict)   # resource -> seconds its segments take
 
     def add(self, other: "_Totals") -> None:
-        for name in ("seconds", "tokens", "flops", "dram_bytes", "pim_busy_s", "iterations"):
+        for name in ("seconds", "tokens", "flops", "dram_bytes", "pim_busy_s", "iterations", "batch"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for resource, seconds in other.busy_s.items():
+            self.busy_s[resource] = self.busy_s.get(resource, 0.0) + seconds
 
 
 @dataclass
@@ -69,29 +77,59 @@ class ServingResult:
 
 
 def schedule_chains(chains: list[list[Segment]], layers: int, blocked: bool = False,
-                    record=None) -> float:
+                    record=None, exact: bool = False) -> float:
     """Makespan of `layers` repetitions of each chain (one per sub-batch) on shared resources.
 
     Greedy list scheduling: the next segment of whichever chain can start earliest goes first
     (ties: the lower chain). A blocked PIM (single row buffer) shares the device with the NPU,
     so PIM segments then take the NPU resource. `record(chain, layer, segment, start, end)`
-    sees every segment."""
-    free: dict[str, float] = {}
+    sees every segment.
+
+    Every layer repeats the same segments, so the schedule becomes periodic: when chain 0 starts
+    a layer in a state (the other chains' positions, every ready and free time relative to now)
+    seen at an earlier layer, the layers between repeat until the end, and whole periods are
+    skipped (never the last one). `exact` (or a `record`) schedules every segment; the two agree
+    to rounding (tests/test_neupims_serving.py)."""
+    if not chains:
+        return 0.0
+    n = len(chains[0])
+    skip = not exact and record is None and all(len(c) == n for c in chains) and n > 0
+    resources = [["npu" if blocked and seg.resource == "pim" else seg.resource for seg in c] for c in chains]
+    free: dict[str, float] = {r: 0.0 for rs in resources for r in rs}
     ready = [0.0] * len(chains)
     pos = [0] * len(chains)
     total = [layers * len(c) for c in chains]
+    seen: dict[tuple, tuple[int, float]] = {}
     while True:
         best = None
         for i, chain in enumerate(chains):
             if pos[i] < total[i]:
-                seg = chain[pos[i] % len(chain)]
-                res = "npu" if blocked and seg.resource == "pim" else seg.resource
-                start = max(free.get(res, 0.0), ready[i])
+                res = resources[i][pos[i] % len(chain)]
+                start = max(free[res], ready[i])
                 if best is None or start < best[0]:
-                    best = (start, i, seg, res)
+                    best = (start, i, res)
         if best is None:
-            return max(ready, default=0.0)
-        start, i, seg, res = best
+            return max(ready)
+        start, i, res = best
+        if skip and i == 0 and pos[0] % n == 0:
+            now = ready[0]
+            floor = min(ready)
+            key = (tuple(p - pos[0] for p in pos),
+                   tuple(round((t - now) * 1e12) for t in ready),
+                   tuple(round((max(t, floor) - now) * 1e12) for t in free.values()))
+            if key in seen:
+                then_pos, then = seen.pop(key)
+                step = pos[0] - then_pos
+                periods = min((total[j] - pos[j]) // step for j in range(len(chains))) - 1
+                if periods > 0:
+                    shift = periods * (now - then)
+                    pos = [p + periods * step for p in pos]
+                    ready = [t + shift for t in ready]
+                    free = {r: t + shift for r, t in free.items()}
+                    seen.clear()
+                    continue
+            seen[key] = (pos[0], now)
+        seg = chains[i][pos[i] % len(chains[i])]
         end = start + seg.seconds
         if seg.seconds > 0:
             free[res] = end
@@ -112,7 +150,7 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
     page_tokens = costs.banks if costs.memory is not None and costs.memory.pim is not None else 16
     kv = PagedKVCache(int(costs.kv_capacity_bytes()), page_tokens, int(costs.kv_bytes_per_token()))
     try:
-        sched = IterationScheduler(requests, work.batch, kv)
+        sched = IterationScheduler(requests, work.batch, kv, work.kv_admission)
     except ValueError as exc:
         raise CompileError(f"the KV cache cannot serve this workload: {exc}", work.span,
                            "shorten the requests or give the kv_cache region more room") from None
@@ -124,8 +162,17 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
     rr_next = 0
     steady, everything = _Totals(), _Totals()
     intervals: list[Interval] = []
-    clock, peak_pages, batch_sizes = 0.0, 0, []
+    clock, peak_pages, preemptions = 0.0, 0, 0
+    first_token: dict[int, float] = {}         # request -> when its prefill's first token is out
+    arrival = {r.id: r.arrival for r in requests}
     while (it := sched.step()) is not None:
+        preemptions += len(it.preempted)
+        for e in it.entries:
+            if e.phase == "prefill" and e.request_id not in first_token:
+                first_token[e.request_id] = it.start_s + costs.prefill_seconds(e.new_tokens) - arrival[e.request_id]
+        if it.preempted and strategy.pim:       # recompute preemption: they leave their channels
+            gone = set(it.preempted)
+            placed = [[item for item in chnl if item[0] not in gone] for chnl in placed]
         # 1. channels for the newcomers (their estimate at their input length)
         new = [(e.request_id, e.new_tokens) for e in it.entries if e.phase == "prefill"]
         if new and strategy.pim:
@@ -148,7 +195,6 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
         if backlog:
             steady.add(totals)
         peak_pages = max(peak_pages, it.kv_used_pages)
-        batch_sizes.append(len(decode))
         # 4. the finished leave their channels
         if it.finished and strategy.pim:
             gone = set(it.finished)
@@ -156,14 +202,16 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
         if progress is not None:
             progress(len(requests) - sched.waiting - sched.running, len(requests))
     window = steady if steady.tokens else everything
-    return ServingResult(_report(system, costs, work, requests, window, everything, kv, peak_pages,
-                                 batch_sizes), intervals)
+    report = _report(system, costs, work, requests, window, everything, kv, peak_pages)
+    ttft = np.array(list(first_token.values()))
+    report.update(ttft_s=float(ttft.mean()), ttft_p99_s=float(np.percentile(ttft, 99)), preemptions=preemptions)
+    return ServingResult(report, intervals)
 
 
 def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: int, clock: float,
                intervals: list | None) -> _Totals:
     """One iteration's device time and work, over its pp micro-batches."""
-    totals = _Totals(iterations=1, tokens=len(decode))
+    totals = _Totals(iterations=1, tokens=len(decode), batch=len(decode))
     if not decode:
         return totals
     s = costs.strategy
@@ -175,9 +223,11 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
         if not len(mb):
             continue
         if s.sub_batches > 1:
-            per_channel = [[int(i) for i in mb if chans[i] == c] for c in range(costs.channels)]
-            halves = partition_sub_batches(per_channel)
-            groups = [np.array(sorted(i for chnl in half for i in chnl), dtype=np.int64) for half in halves]
+            # each channel's requests in batch order, then Algorithm 3 over the channels
+            by_channel = mb[np.argsort(chans[mb], kind="stable")]
+            counts = np.bincount(chans[mb], minlength=costs.channels)
+            halves = partition_sub_batches(np.split(by_channel, np.cumsum(counts)[:-1]))
+            groups = [np.sort(np.array([i for chnl in half for i in chnl], dtype=np.int64)) for half in halves]
             groups = [g for g in groups if len(g)]
         else:
             groups = [mb]
@@ -194,6 +244,8 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
             totals.flops += costs.layers * sum(seg.flops for seg in chain)
             totals.dram_bytes += costs.layers * sum(seg.dram_bytes for seg in chain)
             totals.pim_busy_s += costs.layers * sum(seg.pim_busy_s for seg in chain)
+            for seg in chain:
+                totals.busy_s[seg.resource] = totals.busy_s.get(seg.resource, 0.0) + costs.layers * seg.seconds
     return totals
 
 
@@ -223,13 +275,14 @@ def _check_weights_fit(system: System, costs: DeviceCosts) -> None:
 
 
 def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals, everything: _Totals,
-            kv: PagedKVCache, peak_pages: int, batch_sizes: list[int]) -> dict:
+            kv: PagedKVCache, peak_pages: int) -> dict:
     s, p = costs.strategy, costs.processor
     peak = p.peak_flops[peak_dtype(p, costs.dtype)] * (p.efficiency if p.kind != "npu" else 1.0)
     t = window.seconds or math.inf
     util = {"npu": window.flops / (peak * t),
             "pim": window.pim_busy_s / (costs.channels * t) if s.pim else 0.0,
-            "bandwidth": window.dram_bytes / (p.memory_bandwidth_bytes_per_s * t)}
+            "bandwidth": window.dram_bytes / (p.memory_bandwidth_bytes_per_s * t),
+            "npu_busy": window.busy_s.get("npu", 0.0) / t}
     out = {
         "system": system.name, "model": system.model.name, "strategy": s.name,
         "mode": "serving", "tokens_per_s": window.tokens / t,
@@ -243,12 +296,15 @@ def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals,
         "tpot_s": window.seconds / window.iterations if window.iterations else 0.0,
         "end_to_end_s": everything.seconds,
         "end_to_end_tokens_per_s": everything.tokens / everything.seconds if everything.seconds else 0.0,
-        "mean_decode_batch": float(np.mean(batch_sizes)) if batch_sizes else 0.0,
+        "mean_decode_batch": window.batch / window.iterations if window.iterations else 0.0,
+        "breakdown_s": {"decode": everything.seconds,
+                        **{f"{r}_busy": everything.busy_s.get(r, 0.0) for r in ("npu", "pim", "link")}},
         "row_buffers": s.row_buffers, "channel_allocation": s.allocation, "sub_batches": s.sub_batches,
         "processor": p.name,
-        "memory_bytes": {"weights_per_device": int(costs.weight_bytes_per_device()),
-                         "kv_cache_capacity": int(kv.total_pages * kv.page_bytes),
-                         "kv_cache_peak": int(peak_pages * kv.page_bytes)},
+        "memory_bytes": {"weights": int(costs.weight_bytes_per_device()),
+                         "kv_cache": int(peak_pages * kv.page_bytes),
+                         "total": int(costs.weight_bytes_per_device() + peak_pages * kv.page_bytes),
+                         "kv_cache_capacity": int(kv.total_pages * kv.page_bytes)},
     }
     if s.pim:
         out["pim"] = {"tile_s": costs.tile_seconds, "npu_read_share": costs.read_share,

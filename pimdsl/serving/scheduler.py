@@ -17,11 +17,19 @@ Choices the papers leave open, made here:
   device.
 - Admission is strict first-come first-served in arrival order (ties by request order): when the
   oldest waiting request does not fit, no younger one is admitted past it, so none starves.
-- No preemption. A request is admitted only when the pages of its whole life
-  (`input_len + output_len` tokens) fit beside the lifetime pages promised to the running ones,
-  as Orca reserves a request's maximum tokens at admission (Orca's Algorithm 1, n_rsrv). Pages are
-  still taken on demand (vLLM, which NeuPIMs adopts, section 2.2 "Memory paging for attention"),
-  so `used_pages` is the real occupancy, and no decode step can find the cache full.
+- Admission policy (`kv_admission`):
+  - `reserve` (Orca): no preemption. A request is admitted only when the pages of its whole life
+    (`input_len + output_len` tokens) fit beside the lifetime pages promised to the running ones,
+    as Orca reserves a request's maximum tokens at admission (Orca's Algorithm 1, n_rsrv). Pages
+    are still taken on demand, so `used_pages` is the real occupancy, and no decode step can find
+    the cache full.
+  - `on_demand` (vLLM, Kwon et al., SOSP '23, which NeuPIMs adopts, section 2.2 "Memory paging for
+    attention ... effectively increases the batch size"): a request is admitted when its prompt's
+    pages fit beside the running requests' next tokens and a watermark of 1% of the pages (vLLM's
+    default). When the running requests' next tokens need more pages than are free, the most
+    recently admitted running requests are preempted (vLLM's recompute preemption): they free
+    their pages and go back to the head of the queue; on readmission their prefill covers the
+    prompt and the tokens generated so far, and they go on from the decode step they reached.
 """
 from __future__ import annotations
 
@@ -94,7 +102,7 @@ class BatchEntry:
     phase: str                    # "prefill" (the admitting iteration) or "decode"
     past_len: int                 # tokens already in its KV cache
     new_tokens: int               # tokens it processes now (input_len, or 1)
-    decode_step: int              # 0 for the prefill, then 1..output_len
+    decode_step: int              # decode steps done (a prefill: 0, or those before a preemption)
 
     @property
     def context_len(self) -> int:
@@ -110,14 +118,21 @@ class Iteration:
     admitted: tuple[int, ...]
     finished: tuple[int, ...]     # requests whose last decode step is this iteration; freed after it
     kv_used_pages: int            # pages in use during the iteration (before the finished free theirs)
+    preempted: tuple[int, ...] = ()   # on_demand: requests sent back to the queue before this iteration
 
 
 class IterationScheduler:
     """Orca-style iteration-level scheduling of `requests` with at most `max_batch` per iteration."""
 
-    def __init__(self, requests: Sequence[Request], max_batch: int, kv_cache: PagedKVCache):
+    WATERMARK = 0.01              # on_demand: pages kept free at admission (vLLM's default watermark)
+
+    def __init__(self, requests: Sequence[Request], max_batch: int, kv_cache: PagedKVCache,
+                 admission: str = "reserve"):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
+        if admission not in ("reserve", "on_demand"):
+            raise ValueError(f"admission must be reserve or on_demand, got {admission!r}")
+        self.admission = admission
         ids = [r.id for r in requests]
         if len(set(ids)) != len(ids):
             raise ValueError("request ids must be unique")
@@ -151,25 +166,58 @@ class IterationScheduler:
     def done(self) -> bool:
         return not self._waiting and not self._running
 
+    def _prompt_tokens(self, r: Request) -> int:
+        """What a (re)admitted request prefills: its input, and the tokens it generated before a
+        preemption (recompute)."""
+        return r.input_len + self._steps.get(r.id, 0)
+
+    def _growth(self, r: Request) -> int:
+        """The new page (0 or 1) a running request's next decode token takes."""
+        return int(self.kv.tokens_of(r.id) % self.kv.page_tokens == 0)
+
+    def _fits(self, r: Request, pending: int, growth: int) -> bool:
+        if self.admission == "reserve":
+            return self._promised + self._lifetime_pages(r) <= self.kv.total_pages
+        # the watermark only guards running requests (an idle cache takes any request that fits)
+        watermark = math.ceil(self.WATERMARK * self.kv.total_pages) if self._running else 0
+        need = self.kv.pages_for(self._prompt_tokens(r))
+        return pending + need + growth + watermark <= self.kv.free_pages
+
     def _admit(self) -> list[Request]:
-        admitted = []
-        while self._waiting and len(self._running) < self.max_batch:
+        admitted, pending = [], 0                 # pending: prompt pages of this round's admissions
+        growth = sum(map(self._growth, self._running)) if self.admission == "on_demand" else 0
+        while self._waiting and len(self._running) + len(admitted) < self.max_batch:
             r = self._waiting[0]
-            need = self._lifetime_pages(r)
-            if r.arrival > self.clock_s or self._promised + need > self.kv.total_pages:
+            if r.arrival > self.clock_s or not self._fits(r, pending, growth):
                 break                             # strict FCFS: nobody overtakes the oldest
             self._waiting.popleft()
-            self._promised += need
-            self._running.append(r)
-            self._steps[r.id] = 0
+            self._promised += self._lifetime_pages(r)
+            pending += self.kv.pages_for(self._prompt_tokens(r))
+            self._steps.setdefault(r.id, 0)
             admitted.append(r)
+        self._running.extend(admitted)
         return admitted
+
+    def _preempt(self) -> list[int]:
+        """on_demand: free the youngest running requests until every running one can take its
+        next token (vLLM recompute preemption); they go back to the head of the queue."""
+        victims = []
+        growth = sum(map(self._growth, self._running))
+        while self._running and growth > self.kv.free_pages:
+            r = self._running.pop()
+            growth -= self._growth(r)
+            self.kv.free(r.id)
+            self._promised -= self._lifetime_pages(r)
+            self._waiting.appendleft(r)
+            victims.append(r.id)
+        return victims
 
     def step(self) -> Iteration | None:
         """The next iteration's batch, or None when every request has finished. When nothing runs
         and the oldest waiting request has not arrived yet, the clock jumps to its arrival."""
         if self.done:
             return None
+        preempted = self._preempt() if self.admission == "on_demand" else []
         admitted = self._admit()
         if not self._running:
             self.clock_s = max(self.clock_s, self._waiting[0].arrival)
@@ -186,10 +234,11 @@ class IterationScheduler:
             if step == r.output_len:
                 finished.append(r.id)
         for r in admitted:
-            entries.append(BatchEntry(r.id, "prefill", 0, r.input_len, 0))
-            self.kv.allocate(r.id, r.input_len)
+            tokens = self._prompt_tokens(r)
+            entries.append(BatchEntry(r.id, "prefill", 0, tokens, self._steps[r.id]))
+            self.kv.allocate(r.id, tokens)
         iteration = Iteration(self._index, self.clock_s, tuple(entries), tuple(r.id for r in admitted),
-                              tuple(finished), self.kv.used_pages)
+                              tuple(finished), self.kv.used_pages, tuple(preempted))
         # leave at the iteration boundary: free pages and promises for the next admission
         done = set(finished)
         for r in self._running:
