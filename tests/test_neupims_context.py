@@ -112,8 +112,7 @@ def test_context_stream_times_and_counts(memory, seq, heads, head_dim, gwrite):
     expected = {"PIM_HEADER": tiles, "PIM_GEMV": tiles, "PIM_ACT": tiles * org.ranks * org.bank_groups,
                 "PIM_PRECHARGE": tiles * org.ranks * org.banks_per_rank}
     if gwrite:
-        expected |= {"ACT": vectors, "PIM_GWRITE": vectors, "PRE": vectors - 1} if vectors > 1 else \
-            {"ACT": 1, "PIM_GWRITE": 1}
+        expected |= {"ACT": vectors, "PIM_GWRITE": vectors, "PRE": vectors}   # each vector's row closes
     assert counts == expected and t.tiles == tiles
 
 
@@ -147,6 +146,7 @@ def test_golden_first_commands(memory):
     assert text(cmds) == """\
 ACT r0 bg0 b1 row32767 col0 gwrite
 PIM_GWRITE r0 bg0 b1 row32767 col0 gwrite
+PRE r0 bg0 b1 row0 col0 gwrite
 PIM_HEADER r0 bg0 b0 row0 col1 header
 PIM_ACT r0 bg0 b0 row0 col0 act
 PIM_ACT r1 bg0 b0 row0 col0 act
@@ -173,8 +173,7 @@ PIM_PRECHARGE r0 bg3 b0 row0 col0 precharge
 PIM_PRECHARGE r0 bg3 b1 row0 col0 precharge
 PIM_PRECHARGE r0 bg3 b2 row0 col0 precharge
 PIM_PRECHARGE r0 bg3 b3 row0 col0 precharge
-PIM_PRECHARGE r1 bg0 b0 row0 col0 precharge
-PIM_PRECHARGE r1 bg0 b1 row0 col0 precharge"""
+PIM_PRECHARGE r1 bg0 b0 row0 col0 precharge"""
 
 
 def test_golden_tile_order(memory):
@@ -184,20 +183,21 @@ def test_golden_tile_order(memory):
     assert text(cmds) == """\
 ACT r0 bg0 b1 row32767 col0 gwrite
 PIM_GWRITE r0 bg0 b1 row32767 col0 gwrite
+PRE r0 bg0 b1 row0 col0 gwrite
 PIM_GEMV r0 bg0 b0 row10 col0 gemv_k32
 PIM_GEMV r0 bg0 b0 row11 col0 gemv_k32
-PRE r0 bg0 b1 row0 col0 gwrite
 ACT r0 bg0 b1 row32766 col0 gwrite
 PIM_GWRITE r0 bg0 b1 row32766 col0 gwrite
+PRE r0 bg0 b1 row0 col0 gwrite
 PIM_GEMV r0 bg0 b0 row12 col0 gemv_k32
 PIM_GEMV r0 bg0 b0 row13 col0 gemv_k32
-PRE r0 bg0 b1 row0 col0 gwrite
 ACT r0 bg0 b1 row32765 col0 gwrite
 PIM_GWRITE r0 bg0 b1 row32765 col0 gwrite
+PRE r0 bg0 b1 row0 col0 gwrite
 PIM_GEMV r0 bg0 b0 row14 col0 gemv_k32
 PIM_GEMV r0 bg0 b0 row15 col0 gemv_k32
-PRE r0 bg0 b1 row0 col0 gwrite
 ACT r0 bg0 b1 row32764 col0 gwrite
 PIM_GWRITE r0 bg0 b1 row32764 col0 gwrite
+PRE r0 bg0 b1 row0 col0 gwrite
 PIM_GEMV r0 bg0 b0 row16 col0 gemv_k32
 PIM_GEMV r0 bg0 b0 row17 col0 gemv_k32"""

@@ -122,8 +122,11 @@ def neupims() -> None:
         f"PIM_GEMV {cold['PIM_GEMV']}, precharges {cold['PIM_PRECHARGE'][0]}-{cold['PIM_PRECHARGE'][-1]}).",
         "",
         "Limits: the PIM_GEMV spacing 2 x (max(k, 6) + 1) is written for k = 8 (head dim 128 over 16-lane "
-        "COMP steps) because a rule's latency cannot depend on a command argument yet; refresh inside "
-        "PIM work (PIM_HEADER's fit-before-refresh check) is not modelled by this stream timer.",
+        "COMP steps) because a rule's latency cannot depend on a command argument yet. These runs have no "
+        "refresh, as the reference's; with blocking refresh each PIM_HEADER announces its tile's cycles and "
+        "a refresh that would fall inside the tile is taken before it (tests/test_pim_header_refresh.py). "
+        "The GWRITE's MEM row is precharged after the copy (PRE at cycle 111, beside the header; the "
+        "reference lists no such command and keeps the row open).",
         "",
     ]
     (ROOT / "validation" / "pim_neupims.md").write_text("\n".join(lines))

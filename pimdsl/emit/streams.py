@@ -18,7 +18,7 @@ from ..lowering.stream import Loop, unroll
 
 
 def _args(decl, c: Command) -> str:
-    values = {"row": c.row, "column": c.column, "reg": c.column, "k": c.column}
+    values = {"row": c.row, "column": c.column, "reg": c.column, "k": c.column, "estimate": c.estimate}
     return " ".join(f"{a}={values.get(a, '-')}" for a in decl.args) if decl else ""
 
 

@@ -13,6 +13,22 @@ command could only issue at or after that, the timer closes the open rows
 with PREA, issues REF, reopens the rows the stream had open with the
 commands that opened them, and goes on). PIM row buffers are not closed.
 
+A command whose declaration lists an `estimate` argument announces work:
+its `estimate` is the cycles from its issue to the last command of that
+work. NeuPIMs' PIM_HEADER is one (004_f517316e854733a9.txt section 5.2: it
+carries the GEMV's dimensions so that the controller "is able to estimate
+the end-to-end latency of GEMV operation and schedule its constituent
+commands without conflicting with the DRAM refresh"). With blocking
+refresh, every refresh of the units under such a command that would fall
+due by its issue cycle + estimate is taken at once, pulled in before the
+command rather than waited for, so the announced work runs between two
+refreshes instead of being cut by one (work of tREFI or more cannot fit
+and is timed like any command). An estimate should not exceed the cycles
+the work really takes in the stream (one unit timed alone, as the NeuPIMs
+lowering computes it, never does): stream_timer's fast mode skips up to
+the last cycle before a refresh and relies on no skipped command pulling
+one in.
+
 Row buffers are the PIM unit's `row_buffers` (NeuPIMs section 5.1): with
 `dual`, commands declared on the `pim` row buffer open and close rows of
 their own buffer beside the MEM one, so an ordinary ACT/RD and PIM work can
@@ -45,17 +61,22 @@ class Command:
     column: int = 0
     kind: str = ""
     data: object = field(default=None, compare=False, repr=False)   # a write's payload (values mode)
+    estimate: int = 0             # cycles of the work an announcing command heads (its `estimate` arg)
 
 
 class StreamError(Exception):
     pass
 
 
+# The declared argument by which a command announces how long the work it heads takes.
+ESTIMATE_ARG = "estimate"
+
+
 class CommandTimer:
     """Issues commands in order on each channel of `memory` and returns their cycles."""
 
     def __init__(self, memory: Memory, extra_commands=(), extra_rules=(), extra_windows=(),
-                 refresh: str = "none"):
+                 refresh: str = "none", record_refreshes: bool = False):
         part = memory.part
         self.tables = ChannelTables(memory, part.commands + tuple(extra_commands),
                                     part.rules + tuple(extra_rules), part.windows + tuple(extra_windows))
@@ -65,7 +86,13 @@ class CommandTimer:
         self.open_row: dict[int, dict[str, list[int]]] = {}     # channel -> row buffer -> bank -> row
         self.opener: dict[int, dict[int, tuple[int, int]]] = {}  # channel -> bank -> (command, node) of its MEM row
         self.refreshes = 0
+        # (channel, refresh unit, REF cycle) of every refresh taken, when asked for
+        self.refresh_log: list[tuple[int, int, int]] | None = [] if record_refreshes else None
         self.single_row_buffer = memory.pim is not None and memory.pim.row_buffers == "single"
+        self.twins = self._twins() if self.single_row_buffer else {}
+        # commands that announce the cycles of the work they head (declare an `estimate` arg)
+        self.announces = [ESTIMATE_ARG in d.args for d in self.tables.commands]
+        self.max_estimate = 0     # the longest announced work issued so far (a bound for skipping)
         self._setup_refresh(refresh)
 
     def _setup_refresh(self, policy: str) -> None:
@@ -82,30 +109,66 @@ class CommandTimer:
             raise StreamError("blocking refresh needs REF and PREA commands and tREFI")
         self.ref_level = t.target_level(self.ref)
 
-    def _refresh_before(self, channel: int, bank: int, cycle: int) -> int:
-        """Refresh the unit of `bank` while it is due by `cycle`; the cycle the stream resumes from."""
+    def _refresh_units(self, level: int, k: int, bank: int) -> Iterable[int]:
+        """The refresh units under or above a command's node (level, k); `bank` is one of its banks."""
+        t, ref = self.tables, self.ref_level
+        return t.descendants(level, k, ref) if level < ref else (t.ancestor(BANK, bank, ref),)
+
+    def _refresh_before(self, channel: int, bank: int, k: int, cycle: int, span: int = 0) -> int:
+        """Refresh unit `k` while it falls due by `cycle + span`; the cycle the stream resumes
+        from. `bank` is the command's bank (where PREA closes rows) when it is in the unit."""
         t, state = self.tables, self.states[channel]
-        k = t.ancestor(BANK, bank, self.ref_level)
         due = self.refresh_due.setdefault(channel, [self.tREFI] * t.count[self.ref_level])
         rows = self.open_row[channel].setdefault("mem", [-1] * t.banks)
-        while cycle >= due[k]:
-            at = max(self.last.get(channel, 0), due[k])
-            banks = list(t.descendants(self.ref_level, k, BANK))
+        while cycle + span >= due[k]:
+            # announced work that would run into the refresh pulls it in (JESD235 allows REF early)
+            # rather than idling until it is due
+            at = self.last.get(channel, 0) if span else max(self.last.get(channel, 0), due[k])
+            banks = t.descendants(self.ref_level, k, BANK)
+            prea = t.ancestor(BANK, bank if bank in banks else banks[0], t.target_level(self.prea))
             openers = self.opener[channel]
             # the commands that opened the rows (a bank ACT, or one all-bank ACT for many banks)
             reopen = list(dict.fromkeys(openers[b] for b in banks if rows[b] >= 0))
             if reopen:
-                at = state.earliest(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
-                state.issue(self.prea, t.ancestor(BANK, bank, t.target_level(self.prea)), at)
+                at = state.earliest(self.prea, prea, at)
+                state.issue(self.prea, prea, at)
             at = state.earliest(self.ref, k, at)
             state.issue(self.ref, k, at)
             self.refreshes += 1
+            if self.refresh_log is not None:
+                self.refresh_log.append((channel, k, at))
             for cmd, node in reopen:
                 at = state.earliest(cmd, node, at)
                 state.issue(cmd, node, at)
             self.last[channel] = at
             due[k] += self.tREFI
             cycle = state.earliest(self._pending_cmd, self._pending_k, at)
+        return cycle
+
+    def _twins(self) -> dict[int, int]:
+        """Single row buffer: the bank's activate and precharge of the other buffer's commands.
+        One buffer serves both, so a PIM activation waits for what an ACT of its banks would
+        (tRP after their PRE, tRC, refresh) and an ACT for what a PIM activation would; the
+        same for the two precharges (tRAS after either activation)."""
+        t = self.tables
+        pim = [i for i, d in enumerate(t.commands) if d.row_buffer == "pim"]
+        pim_open = next((i for i in pim if t.commands[i].opens), None)
+        pim_close = next((i for i in pim if t.commands[i].closes), None)
+        twins = {}
+        for mem_cmd, pim_cmd in ((t.roles.act, pim_open), (t.roles.pre, pim_close)):
+            if pim_cmd is not None:
+                twins[mem_cmd], twins[pim_cmd] = pim_cmd, mem_cmd
+        return twins
+
+    def _twin_earliest(self, state, cmd: int, level: int, k: int, bank: int, cycle: int) -> int:
+        twin = self.twins.get(cmd)
+        if twin is None:
+            return cycle
+        t = self.tables
+        twin_level = t.target_level(twin)
+        nodes = t.descendants(level, k, twin_level) if level < twin_level else (t.ancestor(BANK, bank, twin_level),)
+        for node in nodes:
+            cycle = state.earliest(twin, node, cycle)
         return cycle
 
     def _flat_bank(self, c: Command) -> int:
@@ -120,7 +183,9 @@ class CommandTimer:
             return after
         t = self.tables
         cmd = t.index[c.name]
-        return state.earliest(cmd, t.ancestor(BANK, self._flat_bank(c), t.target_level(cmd)), after)
+        bank, level = self._flat_bank(c), t.target_level(cmd)
+        k = t.ancestor(BANK, bank, level)
+        return self._twin_earliest(state, cmd, level, k, bank, state.earliest(cmd, k, after))
 
     def issue(self, c: Command, position: int = 0) -> int:
         t = self.tables
@@ -136,9 +201,19 @@ class CommandTimer:
         level = t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
         cycle = state.earliest(cmd, k, self.last.get(c.channel, 0))
+        cycle = self._twin_earliest(state, cmd, level, k, bank, cycle)
+        span = c.estimate
+        if span and not self.announces[cmd]:
+            raise StreamError(f"command {position}: {c.name} carries an estimate, but its declaration "
+                              f"has no '{ESTIMATE_ARG}' argument (args = [{', '.join(t.commands[cmd].args)}])")
         if self.ref is not None:
             self._pending_cmd, self._pending_k = cmd, k
-            cycle = self._refresh_before(c.channel, bank, cycle)
+            if 0 < span < self.tREFI:       # longer work cannot fit between refreshes: timed as usual
+                self.max_estimate = max(self.max_estimate, span)
+                for unit in self._refresh_units(level, k, bank):
+                    cycle = self._refresh_before(c.channel, bank, unit, cycle, span)
+            else:
+                cycle = self._refresh_before(c.channel, bank, t.ancestor(BANK, bank, self.ref_level), cycle)
         self._track_rows(t.commands[cmd], level, k, bank, c, position)
         if t.commands[cmd].opens and self._buffer(t.commands[cmd]) == "mem":
             opener = self.opener[c.channel]

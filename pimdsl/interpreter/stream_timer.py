@@ -14,7 +14,9 @@ by whole periods instead of issuing them, and counts their commands.
 
 Refresh is the one absolute clock: a skip never crosses a refresh that falls
 due, so the stream runs exactly through each refresh and skips again once
-the state has settled. Fast therefore equals exact, command for command, in
+the state has settled; it also stays one longest announced estimate (a
+PIM_HEADER's) away from a refresh, since such a command takes the refresh
+early. Fast therefore equals exact, command for command, in
 issue cycles of everything it does issue, in the end cycle and in the counts.
 """
 from __future__ import annotations
@@ -112,7 +114,9 @@ class StreamTimer:
             due = t.refresh_due.get(ch)
             if t.ref is not None and delta > 0:
                 first_due = min(due) if due else t.tREFI
-                periods = min(periods, max(0, (first_due - 1 - t.last.get(ch, 0)) // delta))
+                # ... nor near enough that an announced estimate would pull it in (PIM_HEADER)
+                horizon = first_due - 1 - t.max_estimate - t.last.get(ch, 0)
+                periods = min(periods, max(0, horizon // delta))
         if periods <= 0:
             return i
         for ch, delta in deltas.items():

@@ -4,7 +4,8 @@ The NeuPIMs paper's command interface (004_f517316e854733a9.txt, section 5.2
 and Table 1) as the NeuPIMs simulator issues it (../shared/reference/pim/
 README.md section 2): per tile, PIM_HEADER (the GEMV's dimensions, so the
 controller can fit it before a refresh; its column says how many PIM_GEMVs
-follow), one grouped PIM_ACT per bank group and rank (each opens the PIM row
+follow, and its `estimate` the tile's cycles, see tile_estimate), one
+grouped PIM_ACT per bank group and rank (each opens the PIM row
 buffer of the group's banks), PIM_GEMVs on the row (each "perform[s] k
 dot-products and read[s] the results", Table 1: one k-COMP dot product per
 bank against the global buffer, one result per bank), and a PIM_PRECHARGE
@@ -46,10 +47,11 @@ kind) does not depend on the tile's index, only its rows and columns do.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from ..interpreter.command_stream import Command
+from ..interpreter.command_stream import Command, CommandTimer
 from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
 
@@ -131,25 +133,23 @@ def _bank_place(memory: Memory, flat: int) -> dict:
     return {"rank": rank, "bank_group": bank_group, "bank": bank}
 
 
-def _gwrite(memory: Memory, channel: int, row: int, first: bool, place: dict) -> Iterator[Command]:
-    """One vector into the global buffer: the MEM row's ACT, then PIM_GWRITE (section 5.2).
-
-    With dual row buffers (section 5.1) the MEM row may stay open while PIM works in the PIM row
-    buffers; it is precharged before the next vector's ACT. With a single row buffer (blocked
-    PIM) the row is precharged at once, since the next grouped PIM_ACT needs the same buffer."""
-    single = memory.pim.row_buffers == "single"
-    if not first and not single:          # the previous vector's MEM row, same bank
-        yield Command("PRE", channel, kind="gwrite", **place)
+def _gwrite(memory: Memory, channel: int, row: int, place: dict) -> Iterator[Command]:
+    """One vector into the global buffer: the MEM row's ACT, PIM_GWRITE, and the row's PRE
+    (section 5.2). The copy is all the row is opened for, so it is closed once the copy is done
+    (the spec's PIM_GWRITE -> PRE rule): with dual row buffers (section 5.1) that precharge runs
+    beside PIM work in the PIM row buffers, with a single row buffer the next grouped PIM_ACT
+    waits for it."""
     yield Command("ACT", channel, row=row, kind="gwrite", **place)
     yield Command("PIM_GWRITE", channel, row=row, kind="gwrite", **place)
-    if single:
-        yield Command("PRE", channel, kind="gwrite", **place)
+    yield Command("PRE", channel, kind="gwrite", **place)
 
 
-def _tile(memory: Memory, channel: int, row: int, gemv_columns: Sequence[int], kind: str) -> Iterator[Command]:
+def _tile(memory: Memory, channel: int, row: int, gemv_columns: Sequence[int], comp_steps: int,
+          estimate: int) -> Iterator[Command]:
     """One row index across the channel's banks: header, grouped activations, GEMVs, precharges."""
     org = memory.organization
-    yield Command("PIM_HEADER", channel, column=len(gemv_columns), kind="header")
+    kind = f"gemv_k{comp_steps}"
+    yield Command("PIM_HEADER", channel, column=len(gemv_columns), kind="header", estimate=estimate)
     for bg in range(org.bank_groups):
         for rank in range(org.ranks):
             yield Command("PIM_ACT", channel, rank=rank, bank_group=bg, row=row, kind="act")
@@ -161,11 +161,33 @@ def _tile(memory: Memory, channel: int, row: int, gemv_columns: Sequence[int], k
                 yield Command("PIM_PRECHARGE", channel, rank=rank, bank_group=bg, bank=bank, kind="precharge")
 
 
+_ESTIMATES: dict[int, tuple[weakref.ref, dict[tuple[int, int], int]]] = {}   # id(memory) -> (memory, cache)
+
+
+def tile_estimate(memory: Memory, gemvs: int, comp_steps: int) -> int:
+    """What a tile's PIM_HEADER announces (section 5.2: the controller estimates the GEMV's
+    end-to-end latency from its dimensions): the cycles from the header to the tile's last
+    command, as the spec's rules time one tile of this shape alone (fresh timer, no refresh).
+    Computed once per memory and shape (number of GEMVs, their COMP steps)."""
+    entry = _ESTIMATES.get(id(memory))
+    if entry is None or entry[0]() is not memory:
+        entry = _ESTIMATES[id(memory)] = (weakref.ref(memory), {})
+    cycles = entry[1].get((gemvs, comp_steps))
+    if cycles is None:
+        pim = memory.pim
+        issued = CommandTimer(memory, pim.commands, pim.rules, pim.windows).run(
+            _tile(memory, 0, 0, range(gemvs), comp_steps, 0))
+        cycles = entry[1][(gemvs, comp_steps)] = issued[-1] - issued[0]
+    return cycles
+
+
 def score_tile(memory: Memory, tiling: ScoreTiling, head_set: int, tile: int, heads_here: int,
-               channel: int = 0, first_row: int = 0) -> Iterator[Command]:
-    """K.q of one tile: `heads_here` PIM_GEMVs (column = the head within the row) on one row."""
-    yield from _tile(memory, channel, tiling.row(head_set, tile, first_row), range(heads_here),
-                     f"gemv_k{tiling.comp_steps}")
+               channel: int = 0, first_row: int = 0, estimate: int | None = None) -> Iterator[Command]:
+    """K.q of one tile: `heads_here` PIM_GEMVs (column = the head within the row) on one row.
+    `estimate` is tile_estimate's, if the caller has it."""
+    k = tiling.comp_steps
+    estimate = tile_estimate(memory, heads_here, k) if estimate is None else estimate
+    yield from _tile(memory, channel, tiling.row(head_set, tile, first_row), range(heads_here), k, estimate)
 
 
 def score_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channel: int = 0,
@@ -175,17 +197,19 @@ def score_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channe
     for head_set in range(t.head_sets):
         heads_here = min(t.heads_per_row, heads - head_set * t.heads_per_row)
         if gwrite:                        # this head set's query into the global buffer (a MEM row)
-            yield from _gwrite(memory, channel, query_row(memory, head_set), head_set == 0, _bank_place(memory, 0))
+            yield from _gwrite(memory, channel, query_row(memory, head_set), _bank_place(memory, 0))
+        estimate = tile_estimate(memory, heads_here, t.comp_steps)
         for tile in range(t.tiles):
-            yield from score_tile(memory, t, head_set, tile, heads_here, channel, first_row)
+            yield from score_tile(memory, t, head_set, tile, heads_here, channel, first_row, estimate)
 
 
 def context_tile(memory: Memory, tiling: ContextTiling, head: int, chunk: int, dim_tile: int,
-                 channel: int = 0, first_row: int = 0) -> Iterator[Command]:
+                 channel: int = 0, first_row: int = 0, estimate: int | None = None) -> Iterator[Command]:
     """s.V of one tile: one PIM_GEMV(k) gives, in bank b, dimension dim_tile x banks + b of the
-    head's context summed over the chunk's tokens."""
-    yield from _tile(memory, channel, tiling.row(head, chunk, dim_tile, first_row), range(1),
-                     f"gemv_k{tiling.comp_steps}")
+    head's context summed over the chunk's tokens. `estimate` as in score_tile."""
+    k = tiling.comp_steps
+    estimate = tile_estimate(memory, 1, k) if estimate is None else estimate
+    yield from _tile(memory, channel, tiling.row(head, chunk, dim_tile, first_row), range(1), k, estimate)
 
 
 def context_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, channel: int = 0,
@@ -194,9 +218,10 @@ def context_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, chan
     of tokens, the scores' GWRITE (scores_row), then one tile per dimension tile."""
     t = ContextTiling.of(memory, seq_len, heads, head_dim)
     place = _bank_place(memory, SCORES_BANK)
+    estimate = tile_estimate(memory, 1, t.comp_steps)
     for head in range(heads):
         for chunk in range(t.chunks):
             if gwrite:
-                yield from _gwrite(memory, channel, scores_row(memory, t, head, chunk), head == chunk == 0, place)
+                yield from _gwrite(memory, channel, scores_row(memory, t, head, chunk), place)
             for dim_tile in range(t.dim_tiles):
-                yield from context_tile(memory, t, head, chunk, dim_tile, channel, first_row)
+                yield from context_tile(memory, t, head, chunk, dim_tile, channel, first_row, estimate)

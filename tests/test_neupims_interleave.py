@@ -1,0 +1,224 @@
+"""NeuPIMs sections 5.1 and 5.3: dual row buffers and the controller that interleaves PIM and reads.
+
+A PIM stream (K.q and s.V tiles of neupims_attention) and an NPU weight stream (sequential row
+reads) on one channel of specs/hardware/neupims.pim, timed by interleave.time_interleaved. With
+dual row buffers both run at once, PIM first on a tie; with a single row buffer (blocked PIM,
+the same memory with `row_buffers = single`) the reads wait for PIM.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from functools import lru_cache
+
+import pytest
+
+from pimdsl.frontend.pipeline import load_spec
+from pimdsl.interpreter import dram_state
+from pimdsl.interpreter.command_stream import Command, StreamError
+from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
+from pimdsl.interpreter.interleave import contention, sequential_reads, time_interleaved, timer_for
+from pimdsl.lowering.neupims_attention import SCORES_BANK, context_stream, score_stream
+
+from .conftest import ROOT
+from .test_dram_engine import _address
+from .test_dram_rules import oracle_delay
+
+
+@pytest.fixture(scope="module")
+def dual():
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "neupims.pim"))
+    assert spec is not None, diags.render_all()
+    memory = spec.memories["neupims_hbm"]
+    assert memory.pim.row_buffers == "dual"
+    return memory
+
+
+@pytest.fixture(scope="module")
+def single(dual):
+    # the blocked variant, as neupims_costs.DeviceCosts builds it for the npu_pim strategy
+    return dataclasses.replace(dual, pim=dataclasses.replace(dual.pim, row_buffers="single"))
+
+
+def _pim_work(memory):
+    """8 heads of K.q over 128 tokens and 2 heads of s.V over one 512-token chunk, with GWRITEs."""
+    return [*score_stream(memory, 128, 8, 128, gwrite=True), *context_stream(memory, 512, 2, 128, gwrite=True)]
+
+
+def _reads(memory, rows=8):
+    return list(sequential_reads(memory, rows, skip_banks=SCORES_BANK + 1))
+
+
+@pytest.fixture
+def issued(monkeypatch):
+    """Every (cycle, command index, node, tables) the DRAM engine records, in issue order."""
+    log = []
+    original = dram_state.DeviceState.issue
+
+    def logged(self, cmd, k, t):
+        log.append((t, cmd, k, self.tables))
+        return original(self, cmd, k, t)
+
+    monkeypatch.setattr(dram_state.DeviceState, "issue", logged)
+    return log
+
+
+# ---- dual row buffers: both streams at once ------------------------------------------------
+
+def test_dual_buffers_run_reads_beside_pim(dual):
+    pim, reads = _pim_work(dual), _reads(dual)
+    pim_alone, reads_alone = max(timer_for(dual).run(pim)), max(timer_for(dual).run(reads))
+    pim_shared, reads_shared = time_interleaved(dual, pim, reads)
+    assert len(pim_shared) == len(pim) and len(reads_shared) == len(reads)
+    # each stream keeps its program order
+    assert pim_shared == sorted(pim_shared) and reads_shared == sorted(reads_shared)
+    # PIM goes first (section 5.3): it is barely slowed by the reads beside it
+    assert pim_alone <= max(pim_shared) <= 1.03 * pim_alone
+    # the reads lose cycles to PIM, but run under it rather than after it
+    assert reads_alone < max(reads_shared) < pim_alone + reads_alone
+    assert max(reads_shared) < pim_alone           # the reads here are short: they end under the PIM work
+
+
+def test_interleaved_commands_keep_every_rule(dual, issued):
+    """Every pair of issued commands (both streams, sorted by cycle) is at least the oracle's delay
+    apart (test_dram_rules: the largest rule relating them, and one command a bus a cycle), and
+    the spec's ACT window holds."""
+    time_interleaved(dual, _pim_work(dual), _reads(dual))
+    tables = issued[0][3]
+    events = sorted(((t, c, _address(tables, tables.target_level(c), k)) for t, c, k, _ in issued),
+                    key=lambda e: e[0])
+    names = Counter(tables.commands[c].name for _, c, _ in events)
+    assert names["RD"] == 8 * dual.organization.columns and names["PIM_GEMV"] > 0 and names["PIM_GWRITE"] == 4
+    buses = Counter((t, tables.commands[c].bus) for t, c, _ in events)
+    assert max(buses.values()) == 1, "two commands on one bus in one cycle"
+    delay = lru_cache(maxsize=None)(lambda a, x, b, y: oracle_delay(tables, a, x, b, y))
+    horizon = max([r.cycles for r in tables.rules] + [w.cycles for w in tables.windows]) + 8
+    for i, (ti, ci, ai) in enumerate(events):
+        for tj, cj, aj in events[i + 1:]:
+            if tj - ti > horizon:
+                break
+            assert tj - ti >= delay(ci, ai, cj, aj), (tables.commands[ci].name, ti, ai,
+                                                       tables.commands[cj].name, tj, aj)
+    for w in tables.windows:
+        units = {}
+        for t, c, a in events:
+            if tables.commands[c].name in w.commands:
+                units.setdefault(a[:SCOPE_LEVEL[w.scope]], []).append(t)
+        for times in units.values():
+            assert all(b - a >= w.cycles for a, b in zip(times, times[w.count:]))
+
+
+# ---- section 5.3: "prioritize PIM commands over memory read/write commands" ----------------
+
+def test_pim_wins_a_tie_for_the_row_bus(dual):
+    # both streams start with an ACT that could issue at cycle 0 on the row bus
+    pim = [Command("ACT", row=100, kind="gwrite"), Command("PIM_GWRITE", row=100, kind="gwrite")]
+    reads = [Command("ACT", bank_group=1, row=3, kind="npu"), Command("RD", bank_group=1, row=3, kind="npu")]
+    assert timer_for(dual).run(reads) == [0, 14]                  # alone: ACT at 0, RD tRCD later
+    pim_cycles, read_cycles = time_interleaved(dual, pim, reads)
+    assert pim_cycles == [0, 14]                                  # PIM's ACT takes cycle 0
+    assert read_cycles == [4, 18]                                 # the read's ACT waits tRRD_S (4)
+
+
+def test_pim_keeps_the_column_bus_while_it_can_issue(dual):
+    # the RD could issue at 14 (tRCD), but PIM_HEADERs (column bus, no rule of their own) can issue
+    # in every cycle up to 19: on each tie PIM goes first, so the RD gets the bus at 20
+    pim = [Command("PIM_HEADER", column=1, kind="header")] * 20
+    reads = [Command("ACT", bank_group=1, row=3, kind="npu"), Command("RD", bank_group=1, row=3, kind="npu")]
+    pim_cycles, read_cycles = time_interleaved(dual, pim, reads)
+    assert pim_cycles == list(range(20))
+    assert read_cycles == [0, 20]
+
+
+def test_reads_fill_cycles_pim_cannot_use(dual):
+    # PIM_GWRITE blocks PIM for tGWRITE = 96 cycles; the NPU's RD issues inside that gap, before the
+    # PIM_HEADER that comes earlier in the combined order of steps
+    pim = [Command("ACT", row=100, kind="gwrite"), Command("PIM_GWRITE", row=100, kind="gwrite"),
+           Command("PIM_HEADER", column=1, kind="header")]
+    reads = [Command("ACT", bank_group=1, row=3, kind="npu"), Command("RD", bank_group=1, row=3, kind="npu")]
+    pim_cycles, read_cycles = time_interleaved(dual, pim, reads)
+    assert pim_cycles == [0, 14, 14 + 96]
+    assert read_cycles == [4, 18]
+
+
+# ---- single row buffer: blocked PIM --------------------------------------------------------
+
+def test_single_buffer_reads_wait_for_pim(single):
+    pim, reads = _pim_work(single), _reads(single)
+    pim_alone = timer_for(single).run(pim)
+    reads_alone = max(timer_for(single).run(reads))
+    pim_cycles, read_cycles = time_interleaved(single, pim, reads)
+    assert pim_cycles == pim_alone                                # PIM is not disturbed at all
+    assert min(read_cycles) >= max(pim_cycles)                    # no read before the last PIM command
+    assert max(read_cycles) >= max(pim_cycles) + reads_alone - 1  # and the reads take their full time after
+
+
+@pytest.mark.parametrize("buffers", ["single", "dual"])
+def test_pim_act_on_a_bank_with_an_open_mem_row(dual, single, buffers):
+    memory = single if buffers == "single" else dual
+    stream = [Command("ACT", row=5, kind="npu"), Command("PIM_HEADER", column=1, kind="header"),
+              Command("PIM_ACT", row=9, kind="act")]
+    if buffers == "single":
+        # one row buffer per bank: the MEM row 5 must be precharged before PIM opens row 9
+        with pytest.raises(StreamError, match="command 2: PIM_ACT opens row 9 of bank 0, which still has row 5 open"):
+            timer_for(memory).run(stream)
+    else:
+        # dual row buffers (section 5.1): the PIM row buffer is free although the MEM row is open
+        assert len(timer_for(memory).run(stream)) == 3
+    # with a PRE in between, both are fine
+    fixed = stream[:1] + [Command("PRE", kind="npu")] + stream[1:]
+    assert len(timer_for(memory).run(fixed)) == 4
+
+
+def test_single_buffer_precharge_then_activate_waits_trp(single):
+    t_rp = single.part.timing_cycles["tRP"]
+    stream = [Command("ACT", row=5, kind="npu"), Command("PRE", kind="npu"),
+              Command("PIM_HEADER", column=1, kind="header"), Command("PIM_ACT", row=9, kind="act")]
+    cycles = timer_for(single).run(stream)
+    assert cycles[3] - cycles[1] >= t_rp
+    # the other way round: a whole K.q tile, then an ACT of the last bank it precharged
+    tile = list(score_stream(single, 32, 4, 128))
+    stream = tile + [Command("ACT", rank=1, bank_group=3, bank=3, row=7, kind="npu")]
+    cycles = timer_for(single).run(stream)
+    assert tile[-1].name == "PIM_PRECHARGE" and (tile[-1].rank, tile[-1].bank_group, tile[-1].bank) == (1, 3, 3)
+    assert cycles[-1] - cycles[-2] >= t_rp
+
+
+@pytest.mark.parametrize("buffers", ["dual", "single"])
+def test_refresh_holds_pim_off_the_banks_for_trfc(dual, single, buffers, issued):
+    memory = single if buffers == "single" else dual
+    timer = timer_for(memory, refresh="blocking")
+    cycles = timer.run(score_stream(memory, 32 * 64, 4, 128))     # 64 tiles, ~12,600 cycles
+    assert timer.refreshes >= 3
+    tables = issued[0][3]
+    t_rfc = memory.part.timing_cycles["tRFC"]
+    refs = [t for t, c, _, _ in issued if tables.commands[c].refresh]
+    assert len(refs) == timer.refreshes
+    # REF covers every bank of the channel here (pseudo_channel scope, one pseudo-channel)
+    during = [(tables.commands[c].name, t, ref) for ref in refs for t, c, _, _ in issued
+              if ref <= t < ref + t_rfc and tables.commands[c].name.startswith("PIM_")
+              and tables.commands[c].name != "PIM_HEADER"]
+    assert during == []
+    # so refresh costs PIM time: the stream is longer than without it
+    assert max(timer_for(memory).run(score_stream(memory, 32 * 64, 4, 128))) < max(cycles)
+
+
+# ---- contention ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("buffers", ["dual", "single"])
+def test_contention_is_a_share_and_a_slowdown(dual, single, buffers):
+    memory = single if buffers == "single" else dual
+    c = contention(memory, _pim_work(memory), read_rows=16)
+    assert 0 < c.read_share <= 1
+    assert c.pim_slowdown >= 1
+    assert c.read_share == c.reads_alone_cycles / c.reads_shared_cycles
+    if buffers == "single":
+        # the reads wait for all of the PIM work
+        assert c.pim_slowdown == 1 and c.reads_shared_cycles >= c.pim_alone_cycles
+
+
+def test_dual_buffers_keep_more_read_bandwidth_than_blocked(dual, single):
+    shared = contention(dual, _pim_work(dual), read_rows=16)
+    blocked = contention(single, _pim_work(single), read_rows=16)
+    assert shared.read_share > blocked.read_share
+    assert shared.pim_slowdown <= 1.03
