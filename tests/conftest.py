@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import textwrap
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
+from pimdsl.interpreter import dram_state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,3 +41,18 @@ def errors(elaborate):
         spec, diags = elaborate(text, overrides)
         return [diags.render(d) for d in sorted(diags.errors, key=lambda d: (d.span.line, d.span.col))]
     return run
+
+
+@contextmanager
+def issued_commands(monkeypatch):
+    """Every (cycle, command index, node, tables) the DRAM engine records while inside, in order."""
+    log = []
+    original = dram_state.DeviceState.issue
+
+    def logged(self, cmd, k, t):
+        log.append((t, cmd, k, self.tables))
+        return original(self, cmd, k, t)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(dram_state.DeviceState, "issue", logged)
+        yield log

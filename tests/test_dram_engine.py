@@ -13,13 +13,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import dram_state
 from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
 from pimdsl.interpreter.command_stream import Command, StreamError, time_commands
 from pimdsl.interpreter.memory_system import replay
 from pimdsl.interpreter.traces import Trace, TraceError, read_trace
 
-from .conftest import ROOT
+from .conftest import ROOT, issued_commands
 from .test_dram_rules import oracle_delay
 
 REF_SPEC = str(ROOT / "specs" / "reference" / "dram.pim")
@@ -128,18 +127,11 @@ requests = st.lists(st.tuples(st.one_of(st.just(0), st.integers(0, 300)), st.boo
 @given(reqs=requests, structure=st.sampled_from(["transaction", "per_bank"]),
        page=st.sampled_from(["open", "closed"]), scheduler=st.sampled_from(["fcfs", "frfcfs", "frfcfs_rowhit"]))
 def test_controller_never_breaks_a_rule(monkeypatch, reqs, structure, page, scheduler):
-    log = []
-    original = dram_state.DeviceState.issue
-
-    def logged(self, cmd, k, t):
-        log.append((t, cmd, k, self.tables))
-        return original(self, cmd, k, t)
-
-    monkeypatch.setattr(dram_state.DeviceState, "issue", logged)
     mem = memory(overrides=[f"queue_structure={structure}", f"page_policy={page}", f"scheduler={scheduler}",
                             "refresh=all_bank"])
     reqs = sorted(reqs)
-    result = run(reqs, mem)
+    with issued_commands(monkeypatch) as log:
+        result = run(reqs, mem)
     assert result.requests == len(reqs)
     assert sum(v for k, v in result.commands.items() if k in ("RD", "RDA", "WR", "WRA")) == len(reqs)
     for i, (ti, ci, ki, tables) in enumerate(log):

@@ -14,13 +14,12 @@ from functools import lru_cache
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import dram_state
 from pimdsl.interpreter.command_stream import Command, StreamError
 from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
 from pimdsl.interpreter.interleave import contention, sequential_reads, time_interleaved, timer_for
 from pimdsl.lowering.neupims_attention import SCORES_BANK, context_stream, score_stream
 
-from .conftest import ROOT
+from .conftest import ROOT, issued_commands
 from .test_dram_engine import _address
 from .test_dram_rules import oracle_delay
 
@@ -52,15 +51,8 @@ def _reads(memory, rows=8):
 @pytest.fixture
 def issued(monkeypatch):
     """Every (cycle, command index, node, tables) the DRAM engine records, in issue order."""
-    log = []
-    original = dram_state.DeviceState.issue
-
-    def logged(self, cmd, k, t):
-        log.append((t, cmd, k, self.tables))
-        return original(self, cmd, k, t)
-
-    monkeypatch.setattr(dram_state.DeviceState, "issue", logged)
-    return log
+    with issued_commands(monkeypatch) as log:
+        yield log
 
 
 # ---- dual row buffers: both streams at once ------------------------------------------------

@@ -46,22 +46,25 @@ def run(args) -> int:
     system, diags = load_system(args)
     if system is None:
         return 1
-    if is_serving_strategy(system):
-        return _serve(args, system, diags)
-    bar, progress = _progress()
+    # a NeuPIMs serving strategy runs the iteration-level serving loop instead of step compilation
+    serving = is_serving_strategy(system)
+    bar, progress = _progress("requests" if serving else "decode steps")
     try:
-        result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
-                            timeline=bool(args.timeline))
+        if serving:
+            result = simulate(system, progress=progress, timeline=bool(args.timeline))
+        else:
+            result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
+                                timeline=bool(args.timeline))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
     finally:
         if bar is not None:
             bar.stop()
-    if args.time_passes:
+    if args.time_passes and not serving:
         print_pass_times(result.pass_times_s)
     if args.timeline:
         intervals = result.intervals
-        if args.timeline_layer is not None:
+        if args.timeline_layer is not None and not serving:
             intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
         _write_json(args.timeline, chrome_trace(per_thread(intervals)))
     report = result.report
@@ -69,36 +72,13 @@ def run(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     width = 16
-    for key in ("system", "model", "strategy", "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s"):
+    keys = ("system", "model", "strategy", *(("tp", "pp", "batch", "dataset") if serving else ()),
+            "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s")
+    for key in keys:
         value = report[key]
         print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
     print(f"{'memory_bytes':<{width}} " + ", ".join(f"{k} {v}" for k, v in report["memory_bytes"].items()
                                                    if not isinstance(v, dict)))
-    print(f"{'utilization':<{width}} " + ", ".join(f"{k} {v:.1%}" for k, v in report["utilization"].items()))
-    return 0
-
-
-def _serve(args, system, diags) -> int:
-    """A NeuPIMs serving strategy: the iteration-level serving loop instead of step compilation."""
-    bar, progress = _progress("requests")
-    try:
-        result = simulate(system, progress=progress, timeline=bool(args.timeline))
-    except CompileError as exc:
-        return report_compile_error(exc, diags, args.file)
-    finally:
-        if bar is not None:
-            bar.stop()
-    if args.timeline:
-        _write_json(args.timeline, chrome_trace(result.intervals))
-    report = result.report
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    width = 22
-    for key in ("system", "model", "strategy", "tp", "pp", "batch", "dataset", "tokens_per_s", "tpot_s",
-                "end_to_end_s"):
-        value = report[key]
-        print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
     print(f"{'utilization':<{width}} " + ", ".join(f"{k} {v:.1%}" for k, v in report["utilization"].items()))
     return 0
 
