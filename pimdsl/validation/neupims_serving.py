@@ -29,21 +29,27 @@ TABLE4 = {"npu_only": {"npu": 12.3, "bandwidth": 67.6},               # [NEUPIMS
           "neupims": {"npu": 64.9, "pim": 26.4, "bandwidth": 85.4}}
 
 
-def report(model: str, strategy: str, batch: int, dataset: str) -> dict:
+FAST_LINK = "neupims_icnt.bandwidth=256 GB/s"           # sensitivity: 8x the assumed PCIe 4.0 x16
+NO_PIPELINE = ("mapping.params.tp=8", "mapping.params.pp=1")   # sensitivity: 30B without pipeline stages
+
+
+def report(model: str, strategy: str, batch: int, dataset: str, *overrides: str) -> dict:
     name = f"neupims_gpt3_{model}"
     spec, diags = load_spec(str(specs_dir() / "systems" / f"{name}.pim"),
-                            [f"mapping.strategy={strategy}", f"workload.batch={batch}", f"workload.dataset={dataset}"])
+                            [f"mapping.strategy={strategy}", f"workload.batch={batch}", f"workload.dataset={dataset}",
+                             *overrides])
     if spec is None:
         raise RuntimeError(diags.render_all())
     return simulate(spec.systems[name]).report
 
 
-def key(model: str, dataset: str, batch: int, strategy: str) -> str:
-    return f"{model} {dataset} {batch} {strategy}"
+def key(model: str, dataset: str, batch: int, strategy: str, *overrides: str) -> str:
+    return " ".join((model, dataset, str(batch), strategy, *overrides))
 
 
 def _point(args: tuple) -> tuple[str, dict]:
-    r = report(*args[:1], args[3], args[2], args[1])
+    model, dataset, batch, strategy, *overrides = args
+    r = report(model, strategy, batch, dataset, *overrides)
     return key(*args), {"tokens_per_s": r["tokens_per_s"], "utilization": r["utilization"],
                         "mean_decode_batch": r["mean_decode_batch"], "preemptions": r["preemptions"]}
 
@@ -51,17 +57,20 @@ def _point(args: tuple) -> tuple[str, dict]:
 def points() -> list[tuple]:
     fig12 = [(m, d, b, s) for m in MODELS for d in DATASETS for b in BATCHES for s in FIG12]
     extra = [("7b", "sharegpt", b, s) for b in BATCHES for s in ABLATION if s not in FIG12]
-    return fig12 + extra
+    link = [(m, "sharegpt", 256, s, FAST_LINK) for m in MODELS for s in FIG12 if s != "gpu_only"]
+    flat = [("30b", "sharegpt", 256, s, *NO_PIPELINE) for s in FIG12 if s != "gpu_only"]
+    return fig12 + extra + link + flat
 
 
-def grid(jobs: int = 2, progress=None) -> dict[str, dict]:
-    todo = points()
-    out: dict[str, dict] = {}
+def grid(jobs: int = 2, progress=None, done: dict | None = None) -> dict[str, dict]:
+    """Every point of `points()`; those already in `done` are kept, not rerun."""
+    out = {k: v for k, v in (done or {}).items() if k in {key(*p) for p in points()}}
+    todo = [p for p in points() if key(*p) not in out]
     with ProcessPoolExecutor(jobs) as pool:
         for k, v in pool.map(_point, todo, chunksize=1):
             out[k] = v
             if progress is not None:
-                progress(len(out), len(todo))
+                progress(len(out), len(points()))
     return out
 
 
@@ -126,5 +135,23 @@ def fig13_rows(g: dict) -> list[dict]:
     return rows
 
 
+def sensitivity_rows(g: dict) -> list[dict]:
+    """The same ratios at batch 256 (ShareGPT) with an 8x faster device link (how much of the gap
+    is the assumed PCIe all-reduce: the paper names 'PCIe and CXL' without a bandwidth), and for
+    30B without pipeline stages (how much is the micro-batching of pipeline parallelism)."""
+    rows = []
+    tps = lambda m, s, *o: g[key(m, "sharegpt", 256, s, *o)]["tokens_per_s"]
+    for num, den, paper in (("neupims", "npu_only", 2.4), ("neupims", "npu_pim", 1.6), ("npu_pim", "npu_only", 1.5)):
+        for m in MODELS:
+            rows.append(row("Fig. 12", f"{m} sharegpt b256: {num} / {den}, link 32 GB/s (spec)", paper,
+                            tps(m, num) / tps(m, den), "x", kind="point"))
+            rows.append(row("Fig. 12", f"{m} sharegpt b256: {num} / {den}, link 256 GB/s", paper,
+                            tps(m, num, FAST_LINK) / tps(m, den, FAST_LINK), "x", kind="sensitivity"))
+        rows.append(row("Fig. 12", f"30b sharegpt b256: {num} / {den}, tp 8 x pp 1 instead of Table 3's 4 x 2",
+                        paper, tps("30b", num, *NO_PIPELINE) / tps("30b", den, *NO_PIPELINE), "x",
+                        kind="sensitivity"))
+    return rows
+
+
 def all_rows(g: dict) -> list[dict]:
-    return [*fig12_rows(g), *table4_rows(g), *fig13_rows(g)]
+    return [*fig12_rows(g), *table4_rows(g), *fig13_rows(g), *sensitivity_rows(g)]

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Regenerate validation/neupims.json and the table in validation/neupims.md: NeuPIMs' section 8.2
+numbers beside ours.
+
+    python validation/run_neupims.py [-j JOBS]      (about ten minutes on two cores)
+
+The table between the markers in neupims.md is rewritten; the explanations around it are written
+by hand from the numbers.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pimdsl.validation import neupims_serving as V      # noqa: E402
+
+BEGIN, END = "<!-- table: run_neupims.py -->", "<!-- /table -->"
+
+
+def fmt(value, unit: str) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.3g}" if unit == "x" else f"{value:.1f}"
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| where | quantity | paper | ours | unit | error | kind |", "|---|---|---:|---:|---|---:|---|"]
+    for r in rows:
+        err = f"{100 * r['error']:+.0f}%" if r["error"] is not None else "–"
+        kind = r["kind"] + (f" ({r['note']})" if r["note"] else "")
+        lines.append(f"| {r['figure']} | {r['quantity']} | {fmt(r['paper'], r['unit'])} | {fmt(r['ours'], r['unit'])} "
+                     f"| {r['unit']} | {err} | {kind} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the points already in neupims.json (after changing only the table)")
+    args = ap.parse_args()
+    json_path = ROOT / "validation" / "neupims.json"
+    done = json.loads(json_path.read_text())["grid"] if args.reuse and json_path.exists() else None
+    start = time.perf_counter()
+    from rich.progress import Progress
+    with Progress(transient=True) as bar:
+        task = bar.add_task("NeuPIMs grid", total=len(V.points()))
+        g = V.grid(args.jobs, lambda n, total: bar.update(task, completed=n), done)
+    rows = V.all_rows(g)
+    json_path.write_text(json.dumps({"rows": rows, "grid": g}, indent=1) + "\n")
+    md_path = ROOT / "validation" / "neupims.md"
+    md = md_path.read_text() if md_path.exists() else f"{BEGIN}\n{END}\n"
+    head, rest = md.split(BEGIN, 1)
+    md_path.write_text(head + BEGIN + "\n" + table(rows) + "\n" + END + rest.split(END, 1)[1])
+    print(table(rows))
+    print(f"{time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
