@@ -197,3 +197,18 @@ def test_weights_that_do_not_fit_are_a_diagnostic(run_pimc):
     proc = run_pimc("run", str(SYSTEMS / "neupims_gpt3_175b.pim"), "--set", "mapping.params.tp=1")
     assert proc.returncode == 1
     assert "do not fit in the weights region" in proc.stderr and "neupims.pim:" in proc.stderr
+
+
+def test_compile_writes_one_devices_shard(run_pimc, tmp_path):
+    # 30B, Table 3: tp 4 x pp 2 -> 14 of 56 heads and 24 of 48 layers on a device
+    out = tmp_path / "out"
+    proc = run_pimc("compile", str(SYSTEMS / "neupims_gpt3_30b.pim"), "-o", str(out),
+                    "--set", "workload.batch=2", "--set", "workload.input_len=8")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"]["decode"]["ops_by_device"]["pim:neupims_hbm"] == 2 * 24     # K.q and s.V per layer
+    nodes = {n["name"]: n for n in json.loads((out / "decode" / "graph.json").read_text())["nodes"]}
+    assert nodes["L0.q_proj"]["shape"] == {"m": 2, "k": 7168, "n": 14 * 128}
+    assert "L23.attn_score" in nodes and "L24.attn_score" not in nodes
+    commands = (out / "decode" / "commands.txt").read_text()
+    assert "PIM_HEADER" in commands and "estimate=" in commands and "estimate=-" not in commands

@@ -94,11 +94,13 @@ def _write_step(program: Program, folder: str, args) -> dict:
         return info
     memory = program.pim_memory
     if pim:
-        listing, first_of = [], {}
+        listing, first_of, counted = [], {}, {}
         for name, w in pim:                 # ops with the same stream shape are listed once
             same = None if args.unroll else first_of.setdefault(w.key, name)
             lines = (timed_lines if args.unroll else structured_lines)(memory, w.stream(0), name)
-            listing.append({"name": name, "commands": count_commands(w.stream(0)),
+            if w.key not in counted:        # same key, same stream shape: the same count
+                counted[w.key] = count_commands(w.stream(0))
+            listing.append({"name": name, "commands": counted[w.key],
                             "same_as": same if same != name else None, "lines": lines})
         info["pim_commands"] = sum(op["commands"] for op in listing)
         write_atomic(os.path.join(folder, "commands.txt"), "commands.txt.j2", system=program.system.name,

@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
 from ..graph.build import build_graph
+from ..graph.parallel import device_model, parallelism
 from ..ir.workload import System
 from ..lowering.records import PimWork
 from ..passes.manager import PassManager
@@ -45,7 +46,8 @@ class RunResult:
 
 def compile_step(system: System, phase: str, batch: int, tokens: int, context: int,
                  manager: PassManager | None = None) -> Program:
-    graph = build_graph(system.model, phase, batch, tokens, context)
+    # one device's shard when the mapping spreads the model (tp, pp); else the whole model
+    graph = build_graph(device_model(system.model, *parallelism(system)), phase, batch, tokens, context)
     program = Program(system, phase, batch, tokens, context, graph)
     return (manager or PassManager()).run(program)
 

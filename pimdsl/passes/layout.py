@@ -16,7 +16,11 @@ c_gemm), else the single PIM-aware copy (strategy.py).
 on: `cacheable` (read once, reused from cache), `oracle` (FACIL-O: the
 PIM-aware copy seen as cacheable host-friendly), `smc` (swizzled into a
 cacheable buffer first, by the smc pass), or `noncacheable` (uncached: every
-token rereads the weights, NC-GEMM). PIM ops have access `pim`.
+token rereads the weights, NC-GEMM). PIM ops have access `pim`. Cacheability is
+a CPU attribute: an NPU or GPU stages weights in its own on-chip buffers by DMA
+and reuses them across a kernel's rows whatever the region says (NeuPIMs
+section 4: the NPU reads weights through the MEM row buffers of non-cacheable
+PIM memory), so their access is `cacheable`.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ def run(program: Program) -> Program:
     system = program.system
     memory = program.pim_memory or (system.memories[0] if system.memories else None)
     strategy = strategy_of(system)
+    kinds = {p.name: p.kind for p in system.processors}
     for name, attrs in program.ops():
         op = attrs["op"]
         if not op.weight or memory is None:
@@ -50,7 +55,12 @@ def run(program: Program) -> Program:
                                "weights a non-cacheable region of their own")
         attrs["layout"] = layout
         attrs["region"] = region.name if region else None
-        attrs["access"] = "pim" if on_pim else _host_access(strategy, region, op)
+        if on_pim:
+            attrs["access"] = "pim"
+        elif kinds.get(attrs["device"], "cpu") != "cpu":
+            attrs["access"] = "cacheable"
+        else:
+            attrs["access"] = _host_access(strategy, region, op)
     return program
 
 

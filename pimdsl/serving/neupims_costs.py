@@ -29,7 +29,6 @@ divided by the read share `interleave.contention` measures (section 5.3: PIM com
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -41,6 +40,7 @@ from ..interpreter.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
 from ..lowering.neupims_attention import ContextTiling, ScoreTiling, context_stream, score_stream
+from ..graph.parallel import device_model, parallelism
 from ..lowering.records import Kernel
 from ..passes.program import CompileError
 from .neupims_algorithms import mha_tile_counts
@@ -79,13 +79,6 @@ def _fail(system: System, message: str, hint: str | None = None):
     raise CompileError(message, system.mapping.span if system.mapping else system.span, hint)
 
 
-def _param_int(system: System, name: str, default: int) -> int:
-    value = system.mapping.params.get(name, default) if system.mapping else default
-    if not isinstance(value, (int, float)) or value != int(value) or value < 1:
-        _fail(system, f"mapping parameter '{name}' must be a whole number >= 1, got {value!r}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class Segment:
     """One segment of a layer for one (sub-)batch: its resource, seconds and what it moves."""
@@ -105,17 +98,10 @@ class DeviceCosts:
         model = system.model
         if model is None or model.architecture != "decoder":
             _fail(system, "NeuPIMs serving needs a decoder model")
-        self.tp = _param_int(system, "tp", 1)
-        self.pp = _param_int(system, "pp", 1)
-        for what, count in (("heads", model.heads), ("kv_heads", model.kv_heads), ("ffn", model.ffn)):
-            if count % self.tp:
-                _fail(system, f"tp = {self.tp} does not divide the model's {what} ({count})",
-                      "pick a tensor-parallel degree that divides heads, kv_heads and ffn")
-        if self.pp > model.layers:
-            _fail(system, f"pp = {self.pp} exceeds the model's {model.layers} layers")
-        self.layers = math.ceil(model.layers / self.pp)           # the busiest stage
-        self.heads, self.kv_heads = model.heads // self.tp, model.kv_heads // self.tp
-        self.head_dim, self.hidden, self.ffn = model.head_dim, model.hidden, model.ffn // self.tp
+        self.tp, self.pp = parallelism(system)
+        shard = device_model(model, self.tp, self.pp)
+        self.layers, self.heads, self.kv_heads = shard.layers, shard.heads, shard.kv_heads
+        self.head_dim, self.hidden, self.ffn = shard.head_dim, shard.hidden, shard.ffn
         self.dtype, self.b = model.dtype, DTYPE_BYTES[model.dtype]
         self.processor = self._processor()
         self.memory = self._memory()
