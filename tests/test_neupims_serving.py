@@ -160,6 +160,14 @@ def test_alpaca_has_shorter_requests():
     assert r["mean_input_len"] == pytest.approx(12, rel=0.2) and r["mean_output_len"] == pytest.approx(56, rel=0.2)
 
 
+def test_requests_from_a_csv(tmp_path):
+    csv = tmp_path / "requests.csv"
+    csv.write_text("input_len,output_len,arrival\n" + "".join(f"{8 + i % 50},{4 + i % 30},0\n" for i in range(40)))
+    r = serve("7b", f'workload.requests_csv="{csv}"', "workload.batch=16")
+    assert (r["dataset"], r["requests"]) == (str(csv), 40)
+    assert r["mean_input_len"] == pytest.approx(sum(8 + i % 50 for i in range(40)) / 40)
+
+
 @pytest.mark.parametrize("model,tp,pp", [("13b", 4, 1), ("30b", 4, 2), ("175b", 8, 4)])
 def test_table3_parallelism(model, tp, pp):
     r = serve(model, "workload.batch=64", "workload.dataset=alpaca")
