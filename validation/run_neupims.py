@@ -2,7 +2,7 @@
 """Regenerate validation/neupims.json and the table in validation/neupims.md: NeuPIMs' section 8.2
 numbers beside ours.
 
-    python validation/run_neupims.py [-j JOBS]      (about ten minutes on two cores)
+    python validation/run_neupims.py [-j JOBS]      (about four minutes on two cores)
 
 The table between the markers in neupims.md is rewritten; the explanations around it are written
 by hand from the numbers.

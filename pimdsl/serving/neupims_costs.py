@@ -147,11 +147,16 @@ class DeviceCosts:
         return 2 * self.layers * self.kv_heads * self.head_dim * self.b
 
     def kv_capacity_bytes(self) -> float:
-        """The memory's kv_cache regions, else what the weights leave of the processor's memory."""
+        """The memory's kv_cache regions plus the room this device's weights leave in the weights
+        regions (KV pages are taken at run time; the authors' simulator likewise gives the KV
+        cache all the memory the tp-sharded weights leave, src/scheduler/Scheduler.cc), else
+        what the weights leave of the processor's memory."""
         if self.memory is not None:
             held = sum(r.size_bytes for r in self.memory.regions if "kv_cache" in r.holds)
             if held:
-                return held
+                weights = sum(r.size_bytes for r in self.memory.regions
+                              if "weights" in r.holds and "kv_cache" not in r.holds)
+                return held + max(0.0, weights - self.weight_bytes_per_device())
         return self.processor.memory_bytes - self.weight_bytes_per_device()
 
     # ---- PIM tiles, measured on the DRAM engine -------------------------------------------------
