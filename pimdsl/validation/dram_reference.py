@@ -1,6 +1,7 @@
 """Validation of the DRAM engine against the DRAMsim3 / Ramulator 2 reference dataset.
 
-The dataset (../shared/reference/dram/, or $PIMDSL_REFERENCE/dram) holds the
+The dataset (validation/reference/dram/ in the repository, or
+$PIMDSL_REFERENCE/dram; provenance in its README) holds the
 results of both simulators on named configurations and a deterministic trace
 generator. Each configuration is a memory of the same name in
 `specs/reference/dram.pim`. For every (config, trace) we replay the trace and
@@ -37,17 +38,17 @@ RAMULATOR_SCHEDULER = {"frfcfs": "FRFCFS", "frfcfs_rowhit": "FRFCFS-RowHit", "fc
 
 
 def reference_dir() -> Path:
-    """The dataset: $PIMDSL_REFERENCE/dram, else shared/reference/dram beside the checkout or cwd."""
+    """The dataset: $PIMDSL_REFERENCE/dram, else validation/reference/dram of the checkout."""
     env = os.environ.get("PIMDSL_REFERENCE")
-    here = Path(__file__).resolve().parents[2]
-    candidates = [Path(env)] if env else [here.parent / "shared" / "reference",
-                                          Path.cwd().parent / "shared" / "reference",
-                                          Path.cwd() / "shared" / "reference"]
+    checkout = Path(__file__).resolve().parents[2]
+    candidates = [Path(env)] if env else [checkout / "validation" / "reference",
+                                          Path.cwd() / "validation" / "reference"]
     for base in candidates:
         if (base / "dram" / "results.csv").exists():
             return base / "dram"
     raise FileNotFoundError("the DRAM reference dataset is not at " + " or ".join(str(c / "dram") for c in candidates)
-                            + "; set PIMDSL_REFERENCE to the folder that holds dram/results.csv")
+                            + "; run from a checkout of pimdsl or set PIMDSL_REFERENCE to the folder that holds "
+                            "dram/results.csv")
 
 
 def reference_rows(ref: Path) -> dict[tuple[str, str], list[dict]]:
