@@ -2,7 +2,7 @@
 
     pimc sweep FILE [--system NAME] [--set PATH=VALUE ...] --grid PATH=V1,V2,... [--grid ...]
                -o OUT.csv [--plot OUT.png --x COL --y COL[,COL...] [--series COL] [--logy]]
-               [-j N] [--exact]
+               [-j N | --scheduler tcp://HOST:PORT | --cluster CLUSTER.yaml] [--exact]
 
 The grid is the cartesian product of the `--grid` axes, in the order given (the last axis varies
 fastest); the fixed `--set` values apply to every point. A grid value goes through the same
@@ -10,7 +10,9 @@ override machinery as `--set`, so units work (`--grid memory.lp5x.channels=4,8`,
 `--grid "memory.m.capacity=64 MB,128 MB"`); commas inside brackets do not split a value.
 `START:STOP:STEP` is an integer range with STOP included: `--grid workload.input_len=64:192:32`
 is 64, 96, 128, 160, 192. Each point is `pimc run FILE --set ... --json` in a worker process
-(`-j N`, default one per CPU); `--exact` times every PIM command, as `pimc run --exact`.
+(`-j N`, default one per CPU), or on a Dask cluster: `--scheduler tcp://HOST:PORT` (a running
+scheduler) or `--cluster FILE` (a dask-jobqueue SLURM/PBS/... cluster, see executors.py); the CSV is
+the same wherever the points ran. `--exact` times every PIM command, as `pimc run --exact`.
 A progress bar shows on stderr when it is a terminal.
 
 OUT.csv has one row per point, in grid order: the grid paths first (named as given, e.g.
@@ -43,12 +45,13 @@ import os
 import re
 import shlex
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from contextlib import redirect_stderr
 
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
+from .executors import ClusterError, open_executor
 from .system import load_system, report_compile_error
 
 _RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
@@ -75,6 +78,11 @@ def add_parser(sub) -> None:
     p.add_argument("--logy", action="store_true", help="logarithmic y axis")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes (default: one per CPU)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                       help="run the points on this running Dask scheduler (needs pimdsl[cluster])")
+    where.add_argument("--cluster", metavar="CLUSTER.yaml",
+                       help="start a dask-jobqueue cluster (SLURM, PBS, ...) from this file and run the points there")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
     p.set_defaults(usage_error=p.error)
 
@@ -144,7 +152,11 @@ def run(args) -> int:
         return 1
     points = [[f"{path}={value}" for (path, _), value in zip(axes, combo)]
               for combo in itertools.product(*(values for _, values in axes))]
-    results = _run_all(args, points)
+    try:
+        results = _run_all(args, points)
+    except ClusterError as exc:
+        print(f"pimc sweep: error: {exc}", file=sys.stderr)
+        return 1
 
     header, rows = _table([path for path, _ in axes], points, results)
     try:
@@ -205,7 +217,8 @@ def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
     results: list = [None] * len(points)
     jobs = min(args.jobs, len(points))
     call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact)
-    if jobs == 1:                                 # no pool: same worker, easier to debug
+    remote = args.scheduler is not None or args.cluster is not None
+    if jobs == 1 and not remote:                  # no pool: same worker, easier to debug
         bar, done = _progress(len(points))
         try:
             for i, point in enumerate(points):
@@ -215,7 +228,7 @@ def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
             if bar is not None:
                 bar.stop()
         return results
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with open_executor(jobs, args.scheduler, args.cluster) as pool:
         futures = {pool.submit(run_point, *call(point)): i for i, point in enumerate(points)}
         bar, done = _progress(len(points))        # after the fork: the bar's thread stays in the parent
         try:
