@@ -6,7 +6,6 @@ exactly; a wrong mapping is caught; the copy's traffic is Sec. 3.3's three trans
 """
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
@@ -138,8 +137,9 @@ def test_wrong_mapping_fails_the_round_trip(phone):
     assert not same_bits(swizzled_copy(phone, layout, banks), w)
 
 
-def test_a_ffn_layer_converts_in_well_under_a_second(phone):
-    """2048 x 8192 fills its 128 row indices exactly, so the copy is a permutation of the banks."""
+def test_a_full_ffn_layer_is_a_permutation_of_the_banks(phone):
+    """2048 x 8192 fills its 128 row indices exactly, so the copy is a permutation of the banks.
+    (Its speed is measured by benchmarks/smc_speed.py, not here.)"""
     rng = np.random.default_rng(0)
     layout = GemvLayout.of(phone, 2048, 8192)
     banks = channel_banks(phone)
@@ -147,9 +147,7 @@ def test_a_ffn_layer_converts_in_well_under_a_second(phone):
         for bank in range(phone.organization.banks_per_rank):
             for row in range(layout.weight_rows):
                 b.row(bank, row)[:] = rng.standard_normal((b.bursts, b.lanes))
-    start = time.perf_counter()
     back = swizzled_copy(phone, layout, banks)
-    assert time.perf_counter() - start < 1.0
     held = np.concatenate([r.reshape(-1) for b in banks.values() for r in b.rows.values()])
     assert np.array_equal(np.sort(back.reshape(-1).view(np.uint16)), np.sort(held.view(np.uint16)))
 
