@@ -45,17 +45,17 @@ NOTES = {
     ("ddr4_3200", "random_read"): "Nearer to DRAMsim3; Ramulator 2 is 2.8% faster than DRAMsim3 here. "
         "DRAMsim3's structure makes us 9% faster than DRAMsim3 (our FR-FCFS sees all 8 x 32 command-queue "
         "entries; DRAMsim3 round-robins over bank queues): not its scheduler, so not used for this config.",
-    ("ddr4_3200", "mixed_stream_2r1w"): "The two simulators differ by their write-drain policy (README 8.4): "
+    ("ddr4_3200", "mixed_stream_2r1w"): "The two simulators differ by their write-drain policy ([REFDATA] dram README Sec. 8.4): "
         "with DRAMsim3's drain (full buffer to empty) we match DRAMsim3 (alternate column).",
     ("hbm2", "mixed_stream_2r1w"): "As for DDR4: Ramulator's watermark drain is 7% slower than DRAMsim3's; "
         "we follow Ramulator's, and DRAMsim3's structure brings us within 1% of DRAMsim3.",
-    ("hbm2", "bank_parallel_hit"): "Ramulator 2 plain FRFCFS pre-empts row hits (+8.3%, README 8.3); we "
+    ("hbm2", "bank_parallel_hit"): "Ramulator 2 plain FRFCFS pre-empts row hits (+8.3%, [REFDATA] dram README Sec. 8.3); we "
         "compare with its FRFCFS-RowHit run, which is our scheduler.",
-    ("hbm2", "random_read"): "DRAMsim3's deeper queues give it 2.5% over Ramulator 2 (README 8.1).",
+    ("hbm2", "random_read"): "DRAMsim3's deeper queues give it 2.5% over Ramulator 2 ([REFDATA] dram README Sec. 8.1).",
     ("hbm2", "idle_seq"): "30 vs 31 cycles: DRAMsim3 spends a cycle moving a request into its command queue "
         "and Ramulator 2 models ACT as a 2-cycle command; we follow DRAMsim3's 1-cycle ACT without the move.",
     ("hbm2", "idle_random"): "As idle_seq.",
-    ("ddr4_3200", "idle_seq"): "DRAMsim3 = Ramulator 2 + 1 cycle (its command-queue move, README 7.3); "
+    ("ddr4_3200", "idle_seq"): "DRAMsim3 = Ramulator 2 + 1 cycle (its command-queue move, [REFDATA] dram README Sec. 7.3); "
         "we equal Ramulator 2.",
     ("ddr4_3200", "idle_random"): "As idle_seq.",
     ("lpddr4_2400", "*"): "DRAMsim3 only; we use DRAMsim3's per-bank command queues, its row-hit cap of 4 "
@@ -94,7 +94,7 @@ def write_markdown(results, alternates, path: Path, speed):
         "same name in `specs/reference/dram.pim`. Targets: total cycles within "
         f"{V.CYCLE_TARGET_PCT:g}% of the nearer reference (DRAMsim3, or the Ramulator 2 run with our "
         "scheduler); idle min and median read latency within one cycle of it. Saturated average latency, "
-        "row-hit rate and ACT counts follow each simulator's queue structure (README 8.1) and are reported, "
+        "row-hit rate and ACT counts follow each simulator's queue structure ([REFDATA] dram README Sec. 8.1) and are reported, "
         "not targeted. `tests/test_dram_validation.py` fails when a cycle error grows by more than one "
         "point over the `cycle_error_pct` committed in `validation/dram.json`.",
         "",
