@@ -128,3 +128,18 @@ def test_a_fresh_clone_runs_a_dram_validation_test_on_its_own(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "1 passed" in run.stdout, run.stdout[-3000:]
+
+
+NOT_CITATIONS = {"CLS"}                   # BERT/ViT's [CLS] token, named in a comment
+
+
+def test_every_key_a_spec_cites_is_in_the_bibliography():
+    keys = NOT_CITATIONS | set(re.findall(r"^\| `\[([A-Z][A-Z0-9_-]*)\]`", (ROOT / "specs" / "REFERENCES.md").read_text(), re.M))
+    assert {"PIM_SHERPA", "HERMES_NDP", "L3", "PIPELOAD", "NEUPIMS", "REFDATA"} <= keys
+    unknown = []
+    for spec in sorted((ROOT / "specs").rglob("*.pim")):
+        for line_no, line in enumerate(spec.read_text().splitlines(), 1):
+            comment = line.partition("//")[2]
+            unknown += [f"{spec.relative_to(ROOT)}:{line_no}: [{k}]"
+                        for k in re.findall(r"\[([A-Z][A-Z0-9_-]*)\]", comment) if k not in keys]
+    assert not unknown, "add these to specs/REFERENCES.md:\n" + "\n".join(unknown)
