@@ -6,7 +6,7 @@
 Times the replay loop (trace already parsed, as the reference's "loop" column)
 and the whole `pimc dram` path (parse + replay), median of --runs, and prints
 requests per second beside DRAMsim3's and Ramulator 2's own rates from the
-reference's speed.csv (same kind of 2-core machine; README section 9).
+reference's speed.csv (same kind of 2-core machine; [REFDATA] dram README Sec. 9).
 """
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def test_bad_trace_lines_name_the_place(tmp_path):
 # ---- the CLI contract --------------------------------------------------------------------------
 def test_pimc_dram_json(tmp_path):
     from .test_cli import pimc
-    trace = ROOT.parent / "shared" / "reference" / "dram" / "traces" / "ddr4_3200__idle_seq.trace"
+    trace = ROOT / "validation" / "reference" / "dram" / "traces" / "ddr4_3200__idle_seq.trace"
     local = tmp_path / "idle.trace"
     local.write_text(trace.read_text() if trace.exists() else "0x0 READ 0\n0x40 READ 1000\n")
     out = pimc("dram", REF_SPEC, "--memory", "ddr4_3200", "--trace", str(local), "--trace-format", "dramsim3",

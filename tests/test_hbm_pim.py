@@ -29,7 +29,7 @@ def test_tiles_follow_from_the_pim_unit(aquabolt):
 
 @pytest.mark.parametrize("out,in_dim", [(64, 256), (128, 384)])
 def test_command_counts_per_reference_readme(aquabolt, out, in_dim):
-    """[PIMREF] 1: 16 park-in and 16 park-out reads, one CRF write, 2 control writes, 8 drain writes
+    """[REFDATA] pim README Sec. 1: 16 park-in and 16 park-out reads, one CRF write, 2 control writes, 8 drain writes
     per output tile, 8 GRF_A writes and 64 MAC reads per input tile per output tile."""
     _, kinds = H.pim_cycles(aquabolt, out, in_dim)
     t = GemvTiling.of(aquabolt, out, in_dim)

@@ -40,7 +40,7 @@ def matmul(m, k, n, *, dtype="bf16", device="s24_cpu", kind=None, threads=None, 
                   shape={"m": m, "k": k, "n": n}, threads=threads)
 
 
-# ---- roofline on the Galaxy S24+ CPU ([SHERPA] Table 3: 321 GFLOPS bf16, 68.264 GB/s) ---------
+# ---- roofline on the Galaxy S24+ CPU ([PIM_SHERPA] Table 3: 321 GFLOPS bf16, 68.264 GB/s) ---------
 
 def test_s24_gemv_is_memory_bound():
     # 2048 x 2048 bf16 weights = 8 MiB, read once at 68.264 GB/s
@@ -55,7 +55,7 @@ def test_s24_gemv_is_memory_bound():
 
 
 def test_s24_gemm_is_compute_bound_on_four_of_six_cores():
-    # [SHERPA] Sec. 5: four cores run GEMM, two copy
+    # [PIM_SHERPA] Sec. 5: four cores run GEMM, two copy
     t = kernel_time(s24(), matmul(4096, 4096, 4096, threads=4))
     assert t.bound == "compute"
     assert t.compute_s == pytest.approx(2 * 4096 ** 3 / (214e9 * 0.40))   # 1.61 s: 321 x 4/6 GFLOPS x 0.40

@@ -195,7 +195,7 @@ def test_shapes_of_each_family():
 
 
 def test_llama3_2_weights_match_pim_sherpa_capacities():
-    # PIM-SHERPA (seeds/000_..., Sec. 6): host-friendly BF16 weights of Llama 3.2 1B "require 2.47 GB",
+    # PIM-SHERPA ([PIM_SHERPA] Sec. 6): host-friendly BF16 weights of Llama 3.2 1B "require 2.47 GB",
     # of Llama 3.2 3B "6.4 GB" (GB = 1e9 B; rounded to the digits printed).
     assert round(load("llama3_2_1b").weight_bytes / 1e9, 2) == 2.47
     assert round(load("llama3_2_3b").weight_bytes / 1e9, 1) == 6.4

@@ -25,7 +25,7 @@ from pimdsl.serving.neupims_serving import schedule_chains
 from .conftest import ROOT
 
 SYSTEMS = ROOT / "specs" / "systems"
-REFERENCE_SCORE_PERIOD = 197      # /work/shared/reference/pim/README.md section 2, without refresh
+REFERENCE_SCORE_PERIOD = 197      # [REFDATA] pim README Sec. 2, without refresh
 SEQS = np.array([100, 300, 50])
 CHANS = np.array([0, 1, 0])
 

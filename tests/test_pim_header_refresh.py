@@ -104,7 +104,7 @@ def test_the_header_check_costs_only_the_refresh(memory):
 
 
 def test_the_estimate_comes_from_the_spec(memory):
-    # [PIMREF] 2 cold start: PIM_HEADER at 111, last of the 32 PIM_PRECHARGEs at 307
+    # [REFDATA] pim README Sec. 2 cold start: PIM_HEADER at 111, last of the 32 PIM_PRECHARGEs at 307
     assert tile_estimate(memory, 4, 8) == 307 - 111
     strict = N.neupims_memory("neupims_pim_strict")              # the precharge waits tGEMV more
     assert tile_estimate(strict, 4, 8) == 307 - 111 + 18

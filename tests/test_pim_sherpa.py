@@ -41,7 +41,7 @@ def reports():
 
 def test_memory_by_strategy(reports):
     """WD keeps both copies; FACIL-O and NC-GEMM the PIM-aware one; DDB adds two buffers of the largest
-    layer (2048 x 8192 BF16 = 32 MiB, [SHERPA] Sec. 6), OWR one; C-GEMM the host-friendly copy only."""
+    layer (2048 x 8192 BF16 = 32 MiB, [PIM_SHERPA] Sec. 6), OWR one; C-GEMM the host-friendly copy only."""
     mem = {name: r["memory_bytes"] for name, r in reports.items()}
     host, pim = mem["wd"]["weights_by_region"]["host_weights"], mem["wd"]["weights_by_region"]["pim_weights"]
     assert mem["wd"]["weights"] == host + pim
@@ -85,7 +85,7 @@ def test_prefill_time_by_strategy(reports):
 
 
 def test_smc_bytes_and_rates():
-    """The SMC moves source + 2 x destination bytes ([SHERPA] Sec. 3.3) at peak x threads/8 / 2."""
+    """The SMC moves source + 2 x destination bytes ([PIM_SHERPA] Sec. 3.3) at peak x threads/8 / 2."""
     sys_ = system("mapping.strategy=owr", *SMALL)
     p = compile_step(sys_, "prefill", 1, 16, 0)
     g = p.graph
@@ -103,7 +103,7 @@ def test_smc_bytes_and_rates():
 
 
 def test_ddb_copies_run_beside_their_carriers():
-    """DDB ([SHERPA] Sec. 4.1, Fig. 5): FF0 in quarters during Q, K, V, O; FF1 during FF0; FF2 during
+    """DDB ([PIM_SHERPA] Sec. 4.1, Fig. 5): FF0 in quarters during Q, K, V, O; FF1 during FF0; FF2 during
     FF1; the next layer's Q-O during FF2; each copy starts with its carrier, and the next GEMM waits."""
     sys_ = system("mapping.strategy=ddb", *SMALL)
     p = compile_step(sys_, "prefill", 1, 16, 0)
@@ -162,7 +162,7 @@ def test_every_strategy_of_both_models_runs_from_the_cli(capsys):
 
 
 def test_3b_weight_duplication_does_not_fit_the_phone(capsys):
-    """[SHERPA] Sec. 3.2: a second 6 GB copy of Llama 3.2 3B does not fit a 12 GB phone; SHERPA's does."""
+    """[PIM_SHERPA] Sec. 3.2: a second 6 GB copy of Llama 3.2 3B does not fit a 12 GB phone; SHERPA's does."""
     fits = {}
     for name in ("wd", "ddb"):
         assert main(["run", PHONE_3B, "--set", f"mapping.strategy={name}", "--set", "workload.input_len=1",

@@ -33,7 +33,7 @@ def test_phone_run_json_contract(capsys):
     assert out["system"] == "pim_sherpa_llama3_2_1b"
     assert out["memory_bytes"]["total"] == sum(v for k, v in out["memory_bytes"].items()
                                                if k not in ("total", "weights_by_region"))
-    # one prefill token on the CPU is memory bound: every weight once at 68.264 GB/s ([SHERPA] Table 3)
+    # one prefill token on the CPU is memory bound: every weight once at 68.264 GB/s ([PIM_SHERPA] Table 3)
     spec, _ = load_spec(PHONE)
     model = spec.systems["pim_sherpa_llama3_2_1b"].model
     assert out["ttft_s"] == pytest.approx(model.weight_bytes / 68.264e9, rel=0.01)

@@ -15,7 +15,7 @@ commands that opened them, and goes on). PIM row buffers are not closed.
 
 A command whose declaration lists an `estimate` argument announces work:
 its `estimate` is the cycles from its issue to the last command of that
-work. NeuPIMs' PIM_HEADER is one (004_f517316e854733a9.txt section 5.2: it
+work. NeuPIMs' PIM_HEADER is one ([NEUPIMS] Sec. 5.2: it
 carries the GEMV's dimensions so that the controller "is able to estimate
 the end-to-end latency of GEMV operation and schedule its constituent
 commands without conflicting with the DRAM refresh"). With blocking

@@ -1,7 +1,7 @@
 """Replaying a request trace through a memory's channel controllers.
 
-The replay follows the reference harness (../shared/reference/dram/README.md
-section 2.1), so that our numbers are comparable with DRAMsim3's and
+The replay follows the reference harness ([REFDATA] dram README
+Sec. 2.1), so that our numbers are comparable with DRAMsim3's and
 Ramulator 2's: requests are offered in trace order once their arrival cycle
 has come, as many per cycle as the controllers accept, stopping at the first
 request whose channel queue is full (head-of-line blocking; it is retried

@@ -1,6 +1,6 @@
 """Swizzled memory copy (SMC): PIM-aware weights back into the host's layout, on numpy banks.
 
-PIM-SHERPA (000_5d4b991a8f696fb1.txt) keeps each LLM weight once, PIM-aware
+PIM-SHERPA ([PIM_SHERPA]) keeps each LLM weight once, PIM-aware
 in the non-cacheable region: every bank holds complete matrix rows, column-
 major at 256-bit burst granularity (16 BF16 elements; the PIMnast placement,
 Sec. 2.2-2.3, Fig. 3(c)); `GemvLayout` says where each burst lives. Before a

@@ -1,6 +1,6 @@
 """Memory-request traces: reading DRAMsim3 and Ramulator 2 formats, decoding addresses.
 
-Formats (reference README section 10):
+Formats ([REFDATA] dram README Sec. 10):
   * dramsim3: `<hex address> <op> <arrival cycle>` per line; the op is a write
     when it is WRITE, write, P_MEM_WR or BOFF, a read otherwise.
   * ramulator: LoadStoreTrace lines `LD <addr>` / `ST <addr>` (decimal or 0x

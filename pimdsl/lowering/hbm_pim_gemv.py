@@ -1,8 +1,8 @@
 """Lowering a GEMV to the Samsung HBM-PIM (Aquabolt-XL) command family, for one pseudo-channel.
 
-The kernel of Samsung's PIMSimulator as ../shared/reference/pim/README.md
-section 1 describes it, and as the PIM-SHERPA paper's Algorithm 1 runs it
-(000_5d4b991a8f696fb1.txt, section 2.4): the host never sends a compute
+The kernel of Samsung's PIMSimulator ([PIMSIMULATOR]) as [REFDATA] pim README
+Sec. 1 describes it, and as the PIM-SHERPA paper's Algorithm 1 runs it
+([PIM_SHERPA] Sec. 2.4): the host never sends a compute
 command; mode changes, CRF programming, input-register writes, MAC triggers
 and the drain are ordinary RD/WR commands to reserved or weight rows.
 
@@ -81,7 +81,7 @@ class _Rows:
 
 def weight_slot(memory: Memory, out_per_pch: int, in_dim: int, o: int, i: int, n: int) -> tuple[int, int, int]:
     """(bank of the pair: 0 even / 1 odd, row, column) of weight burst n (0..63) of tile (o, i):
-    burst 8k + j holds the 16 weights of output j of the block for input burst k ([PIMREF] 1)."""
+    burst 8k + j holds the 16 weights of output j of the block for input burst k ([REFDATA] pim README Sec. 1)."""
     org = memory.organization
     tiling = GemvTiling.of(memory, out_per_pch, in_dim)
     first_row = 2 * (o * math.ceil(tiling.n_in / 2) + i // 2)

@@ -1,8 +1,8 @@
 """Lowering decode attention (K.q scores, then the s.V context) to the NeuPIMs commands, per channel.
 
-The NeuPIMs paper's command interface (004_f517316e854733a9.txt, section 5.2
-and Table 1) as the NeuPIMs simulator issues it (../shared/reference/pim/
-README.md section 2): per tile, PIM_HEADER (the GEMV's dimensions, so the
+The NeuPIMs paper's command interface ([NEUPIMS] Sec. 5.2
+and Table 1) as the NeuPIMs simulator issues it ([NEUPIMS_SIM];
+[REFDATA] pim README Sec. 2): per tile, PIM_HEADER (the GEMV's dimensions, so the
 controller can fit it before a refresh; its column says how many PIM_GEMVs
 follow, and its `estimate` the tile's cycles, see tile_estimate), one
 grouped PIM_ACT per bank group and rank (each opens the PIM row

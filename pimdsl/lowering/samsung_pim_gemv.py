@@ -1,6 +1,6 @@
 """Lowering a GEMV to a PIM unit that declares the Samsung command protocol by name (LPDDR5X-PIM).
 
-The PIM-SHERPA paper's Algorithm 1 (000_5d4b991a8f696fb1.txt, section 2.4),
+The PIM-SHERPA paper's Algorithm 1 ([PIM_SHERPA] Sec. 2.4),
 with the PIMnast weight placement it adopts (section 2.2): per output tile o
 and input tile i, Write8 fills the input register file, Read32 issues one
 MAC-triggering column read per weight burst of the tile's row; after the

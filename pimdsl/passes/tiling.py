@@ -12,7 +12,7 @@ Families, told apart by the unit's declarations (never by name):
             K.q and s.V over the KV cache (NeuPIMs section 5.2)
   samsung   named commands, a MAC read among them (LPDDR5X-PIM): GEMV
   hbm_pim   no commands of its own: the Aquabolt-XL kernel of plain RD/WR
-            commands (../shared/reference/pim/README.md section 1): GEMV
+            commands ([REFDATA] pim README Sec. 1): GEMV
 """
 from __future__ import annotations
 

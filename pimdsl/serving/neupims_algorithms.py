@@ -1,6 +1,6 @@
 """The NeuPIMs scheduling algorithms: MHA latency estimation, channel assignment, sub-batch partitioning.
 
-NeuPIMs paper (004_f517316e854733a9.txt), section 6: Algorithm 1 (section 6.3) estimates one
+NeuPIMs paper ([NEUPIMS]), section 6: Algorithm 1 (section 6.3) estimates one
 request's multi-head-attention latency on a PIM channel; Algorithm 2 (section 6.4) packs requests
 onto channels by that estimate; Algorithm 3 (section 6.5) splits the channels' requests into the
 two sub-batches of sub-batch interleaving (section 6.2). The NPU+PIM baseline assigns channels

@@ -1,6 +1,6 @@
 """What one decoder layer costs on one NeuPIMs device, per (sub-)batch: the serving loop's prices.
 
-NeuPIMs paper (004_f517316e854733a9.txt). A device runs `layers / pp` decoder layers ([NEUPIMS]
+NeuPIMs paper ([NEUPIMS]). A device runs `layers / pp` decoder layers ([NEUPIMS]
 section 7.1) with `heads / tp` heads and `1 / tp` of every weight matrix (section 7.2); the
 serving strategies of section 8.1 and Figure 13 are rows of `SERVING_STRATEGIES`.
 

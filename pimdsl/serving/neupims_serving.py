@@ -1,6 +1,6 @@
 """Batched serving on NeuPIMs devices: iteration-level scheduling, channel placement, sub-batch interleaving.
 
-NeuPIMs paper (004_f517316e854733a9.txt). Each iteration (Orca-style, `scheduler.IterationScheduler`)
+NeuPIMs paper ([NEUPIMS]). Each iteration (Orca-style, `scheduler.IterationScheduler`)
 every running request decodes one token; requests join and leave at iteration boundaries and a
 paged KV cache bounds how many run. Summarisation (prefill) runs on standalone NPUs (section 4
 item 1), so an admitted request costs the device nothing in the iteration that admits it and

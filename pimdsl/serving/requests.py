@@ -6,7 +6,7 @@ which turns a `Workload` block into requests. No timing here.
 
 Lengths are whole tokens, at least 1 (a request has a prompt and asks for at least one token).
 Input and output lengths are drawn independently: the NeuPIMs paper gives their means only
-(004_f517316e854733a9.txt, section 8.1 "Datasets"), not how they correlate.
+([NEUPIMS] Sec. 8.1 "Datasets"), not how they correlate.
 """
 from __future__ import annotations
 

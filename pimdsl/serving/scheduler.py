@@ -6,7 +6,7 @@ iteration's batch, and a caller times it (or `run_to_completion` asks a latency 
 The step convention is pimdsl's (pimdsl/interpreter/run.py): a request runs one prefill of its
 `input_len` tokens, then `output_len` decode steps of one token each; its KV cache grows from
 `input_len` to `input_len + output_len` tokens. Requests join and leave only at iteration
-boundaries (Orca, Yu et al., OSDI '22, iteration-level scheduling; NeuPIMs, section 4 item 1:
+boundaries ([ORCA] Yu et al., OSDI '22, iteration-level scheduling; NeuPIMs, section 4 item 1:
 requests wait "until the on-going iteration is completed and a new iteration commences").
 
 Choices the papers leave open, made here:
@@ -23,7 +23,7 @@ Choices the papers leave open, made here:
     as Orca reserves a request's maximum tokens at admission (Orca's Algorithm 1, n_rsrv). Pages
     are still taken on demand, so `used_pages` is the real occupancy, and no decode step can find
     the cache full.
-  - `on_demand` (vLLM, Kwon et al., SOSP '23, which NeuPIMs adopts, section 2.2 "Memory paging for
+  - `on_demand` (vLLM, [VLLM] Kwon et al., SOSP '23, which NeuPIMs adopts, section 2.2 "Memory paging for
     attention ... effectively increases the batch size"): a request is admitted when its prompt's
     pages fit beside the running requests' next tokens and a watermark of 1% of the pages (vLLM's
     default). When the running requests' next tokens need more pages than are free, the most

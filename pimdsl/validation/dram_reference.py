@@ -11,7 +11,7 @@ compare with the reference runs:
     run whose scheduler matches ours (target 3%);
   * idle traces: min and median read latency within one cycle of it;
   * saturated average latency, row-hit rate and ACT count are reported only
-    (they follow each simulator's queue structure, README section 8.1).
+    (they follow each simulator's queue structure, [REFDATA] dram README Sec. 8.1).
 """
 from __future__ import annotations
 

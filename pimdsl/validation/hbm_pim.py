@@ -1,4 +1,4 @@
-"""Validation of the HBM-PIM command family against Samsung's PIMSimulator (reference/pim section 1).
+"""Validation of the HBM-PIM command family against Samsung's PIMSimulator ([REFDATA] pim README Sec. 1).
 
 `pim_cycles` lowers one pCH's share of an out x in GEMV with
 pimdsl.lowering.hbm_pim_gemv and times it with the ordered-stream timer and
@@ -17,7 +17,7 @@ from ..interpreter.traces import Trace
 from ..ir.hardware import Memory
 from ..lowering.hbm_pim_gemv import gemv_stream
 
-# [PIMREF] section 1, "Numbers given here": per-pCH out -> {in: cycles}; 64 pCH 4096 x 4096 baseline
+# [REFDATA] pim README Sec. 1, "Numbers given here": per-pCH out -> {in: cycles}; 64 pCH 4096 x 4096 baseline
 REFERENCE = {64: {128: 750, 256: 1138, 512: 1867, 1024: 3662, 2048: 6970, 4096: 13166},
              128: {128: 1169, 256: 1945, 512: 3767, 1024: 7037, 2048: 13218, 4096: 26337}}
 REFERENCE_SYSTEM = {"out": 4096, "in": 4096, "pim": 13166, "baseline": 36082}

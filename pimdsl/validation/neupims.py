@@ -1,4 +1,4 @@
-"""Validation of the NeuPIMs command family against the NeuPIMs simulator (reference/pim section 2).
+"""Validation of the NeuPIMs command family against the NeuPIMs simulator ([REFDATA] pim README Sec. 2).
 
 Times the K.q attention-score stream of pimdsl.lowering.neupims_attention on
 one channel of specs/hardware/neupims.pim with the ordered-stream timer, as
@@ -13,13 +13,13 @@ from ..frontend.resources import specs_dir
 from ..interpreter.command_stream import CommandTimer
 from ..lowering.neupims_attention import score_stream
 
-# [PIMREF] section 2: seq_len -> cycles (one channel, 4 heads of 128 per tile); cold-start trace
+# [REFDATA] pim README Sec. 2: seq_len -> cycles (one channel, 4 heads of 128 per tile); cold-start trace
 REFERENCE = {32: 178, 64: 375, 128: 769, 256: 1557}
 REFERENCE_PERIOD = 197
 REFERENCE_COLD = {"ACT": [1], "PIM_GWRITE": [15], "PIM_HEADER": [111],
                   "PIM_ACT": [112, 113, 142, 143, 172, 173, 202, 203], "PIM_GEMV": [217, 235, 253, 271],
                   "PIM_PRECHARGE": list(range(276, 308))}
-FIRST_ISSUE = 1           # [PIMREF] 2 cold start: the controller issues its first command at cycle 1
+FIRST_ISSUE = 1           # [REFDATA] pim README Sec. 2 cold start: the controller issues its first command at cycle 1
 
 
 def neupims_memory(unit: str = "neupims_pim"):

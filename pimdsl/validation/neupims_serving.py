@@ -1,4 +1,4 @@
-"""Reproduction of NeuPIMs' evaluation (seeds/004_f517316e854733a9.txt, section 8.2) on the bundled specs.
+"""Reproduction of NeuPIMs' evaluation ([NEUPIMS] Sec. 8.2) on the bundled specs.
 
 The paper's Fig. 12-14 are plots without printed values, so the numbers compared are the ones its
 text states: the average throughput ratios of Fig. 12 (NeuPIMs over NPU-only 2.4x, over NPU+PIM

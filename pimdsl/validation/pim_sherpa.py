@@ -1,4 +1,4 @@
-"""Reproduction of PIM-SHERPA's evaluation (seeds/000_5d4b991a8f696fb1.txt, section 6) on the bundled phone specs.
+"""Reproduction of PIM-SHERPA's evaluation ([PIM_SHERPA] Sec. 6) on the bundled phone specs.
 
 Every number the paper's text reports, beside ours from `run_system` on
 specs/systems/pim_sherpa_llama3_2_{1b,3b}.pim: the capacities and savings of
@@ -24,7 +24,7 @@ from ..passes.allocation import row_stride
 MODELS = {"1b": "pim_sherpa_llama3_2_1b", "3b": "pim_sherpa_llama3_2_3b"}
 GB = 1e9
 
-# Table 2 ([SHERPA] Sec. 3.3): input SL -> (SUM(GEMM, online) vs GEMM, MAX(GEMM, online) vs GEMM), %
+# Table 2 ([PIM_SHERPA] Sec. 3.3): input SL -> (SUM(GEMM, online) vs GEMM, MAX(GEMM, online) vs GEMM), %
 TABLE2 = {1: (400, 300), 8: (250, 150), 16: (175, 100), 32: (138, 100), 64: (119, 100), 128: (109, 100),
           192: (106, 100)}
 FIG12_LENGTHS = (64, 96, 128, 160, 192)
