@@ -25,6 +25,11 @@ with dual row buffers (section 6.1, Figure 10: the vector units take partial log
 MEM row buffer while PIM computes); with a single row buffer it runs after them. While the NPU
 reads weights beside PIM work (dual row buffers and sub-batch interleaving), its memory roof is
 divided by the read share `interleave.contention` measures (section 5.3: PIM commands first).
+With a single row buffer behind a controller with `pim_blocking = channel`, each request's
+attention also carries the write-back of its softmax scores between K.q and s.V on its channel,
+timed on the DRAM engine (`DeviceCosts.channel_blocked`). The mapping parameters `pipeline` and
+`all_reduce` select how pp splits the work and whether the all-reduces cost anything
+(PIPELINE_SPLITS, ALL_REDUCES).
 """
 from __future__ import annotations
 

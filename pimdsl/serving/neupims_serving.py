@@ -291,6 +291,7 @@ def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals,
         "mode": "serving", "tokens_per_s": window.tokens / t,
         "utilization": util,
         "tp": costs.tp, "pp": costs.pp, "devices": costs.tp * costs.pp,
+        "pipeline": costs.pipeline, "all_reduce": costs.all_reduce,
         # a CSV of requests stands in for the dataset
         "batch": work.batch, "dataset": work.requests_csv or work.dataset, "requests": len(requests),
         "mean_input_len": float(np.mean([r.input_len for r in requests])) if requests else 0.0,
