@@ -119,6 +119,37 @@ def test_npu_systolic_gemm_by_hand():
     assert t.bound == "memory" and t.seconds == t.memory_s
 
 
+def test_npu_in_order_gemm_by_hand():
+    # `issue = in_order` (the NeuPIMs authors' core): 256 x 7168 by 7168 x 5376 (30B QKV on one of
+    # 4 tp devices). A pass over one 128-row batch tile and one K tile: a 128-cycle preload, then
+    # 16 cycles (128 outputs over 8 arrays) for each of the other 41 output blocks = 784 cycles;
+    # 56 K tiles = 43,904 cycles = 43.904 us. The first batch tile runs under the 77 MB weight
+    # stream (75.3 us at 1,024 GB/s), the second after it.
+    proc = dataclasses.replace(npu(), systolic_issue="in_order")
+    t = kernel_time(proc, matmul(256, 7168, 5376, dtype="fp16", device="neupims_npu"))
+    memory = 2 * (7168 * 5376 + 256 * 7168 + 256 * 5376) / 1024e9
+    assert t.memory_s == pytest.approx(memory)
+    assert t.systolic_cycles == 2 * 56 * 784
+    assert t.seconds == pytest.approx(memory + 43.904e-6)
+    # the overlapped rule hides the second tile under the stream: max(compute, memory)
+    overlapped = kernel_time(npu(), matmul(256, 7168, 5376, dtype="fp16", device="neupims_npu"))
+    assert overlapped.seconds == pytest.approx(max(overlapped.compute_s, overlapped.memory_s))
+    assert t.seconds / overlapped.seconds == pytest.approx(1.54, abs=0.01)
+    # up to 128 rows the in-order GEMM is the weight stream; a GEMV keeps the overlapped rule
+    small = matmul(100, 7168, 5376, dtype="fp16", device="neupims_npu")
+    assert kernel_time(proc, small).seconds == pytest.approx(kernel_time(proc, small).memory_s)
+    gemv = matmul(1, 7168, 5376, dtype="fp16", device="neupims_npu")
+    assert kernel_time(proc, gemv) == kernel_time(npu(), gemv)
+
+
+def test_npu_systolic_issue_is_checked():
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "neupims.pim"),
+                            ["neupims_npu.systolic_array.issue=inorder"])
+    assert spec is None
+    text = diags.render_all()
+    assert "'inorder' is not a valid issue" in text and "in_order" in text
+
+
 def test_npu_systolic_ragged_tiles():
     # K = 300 -> 3 row tiles, N = 200 -> 2 col tiles: 6 tiles fit the 8 arrays in one wave
     t = kernel_time(npu(), matmul(10, 300, 200, dtype="fp16", device="neupims_npu"))

@@ -118,6 +118,41 @@ def test_no_all_reduce_without_tensor_parallelism():
     assert c.pipeline_send(3) == 0.0
 
 
+def test_no_all_reduce_when_the_mapping_says_none():
+    # all_reduce = none: tp only shards (the authors' simulator models no link); no link needed
+    c = DeviceCosts(_system("neupims_gpt3_7b", ["mapping.params.all_reduce=none"]), SERVING_STRATEGIES["npu_only"])
+    assert c.tp == 4
+    assert [(s.name, s.seconds) for s in c.layer(SEQS, CHANS) if s.resource == "link"] == [("ar1", 0.0), ("ar2", 0.0)]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("mapping.params.pipeline=fullbatch", "mapping parameter 'pipeline' must be one of micro_batches, full_batch"),
+    ("mapping.params.all_reduce=tree", "mapping parameter 'all_reduce' must be one of ring, none"),
+])
+def test_pipeline_and_all_reduce_are_checked(override, message):
+    with pytest.raises(CompileError, match=message) as info:
+        DeviceCosts(_system("neupims_gpt3_30b", [override]), SERVING_STRATEGIES["neupims"])
+    assert info.value.span is not None
+
+
+# ---- the per-channel blocked controller (pim_blocking = channel) ---------------------------
+
+def test_channel_blocking_adds_the_scores_write_back(gpt3_7b):
+    blocked = _system("neupims_gpt3_7b", ["neupims_hbm.controller.pim_blocking=channel"])
+    serial = DeviceCosts(gpt3_7b, SERVING_STRATEGIES["npu_pim"])
+    channel = DeviceCosts(blocked, SERVING_STRATEGIES["npu_pim"])
+    assert not serial.channel_blocked and channel.channel_blocked
+    # only a single-row-buffer unit is blocked: with dual row buffers the writes run beside PIM
+    assert not DeviceCosts(blocked, SERVING_STRATEGIES["npu_pim_drb"]).channel_blocked
+    # a 1 KB row written back costs at least its 16 bursts of 2 cycles at 1 GHz, plus the switch
+    row = channel.writeback_seconds
+    assert 32e-9 < row < 1e-6
+    # per request: one row per head and 512-token chunk of its context (8 heads on a tp-4 device)
+    seq = np.array([100, 600])
+    extra = channel.mha_seconds(seq) - serial.mha_seconds(seq)
+    assert extra == pytest.approx(np.array([8, 16]) * row, rel=1e-12)
+
+
 # ---- PIM tiles and Algorithm 1 (section 6.3) -------------------------------------------------
 
 @pytest.mark.parametrize("strategy", ["npu_pim", "npu_pim_drb"])

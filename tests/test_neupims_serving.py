@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,8 +15,9 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.frontend.resources import specs_dir
 from pimdsl.serving import IterationScheduler, PagedKVCache, Request
-from pimdsl.serving.neupims_costs import SERVING_STRATEGIES, Segment
-from pimdsl.serving.neupims_serving import schedule_chains, simulate
+from pimdsl.serving.neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.serving.neupims_serving import _iteration, schedule_chains, simulate
+from pimdsl.serving.scheduler import BatchEntry
 
 SYSTEMS = specs_dir() / "systems"
 
@@ -220,3 +222,21 @@ def test_compile_writes_one_devices_shard(run_pimc, tmp_path):
     assert "L23.attn_score" in nodes and "L24.attn_score" not in nodes
     commands = (out / "decode" / "commands.txt").read_text()
     assert "PIM_HEADER" in commands and "estimate=" in commands and "estimate=-" not in commands
+
+
+def test_full_batch_pipeline_runs_one_stage_of_the_whole_batch():
+    # pipeline = full_batch (every stage holds the batch): an iteration is one stage time of all
+    # decoding requests, no micro-batches and no send; micro_batches sums pp stage times plus sends
+    def costs(*overrides):
+        spec, diags = load_spec(str(specs_dir() / "systems" / "neupims_gpt3_30b.pim"), list(overrides))
+        assert spec is not None, diags.render_all()
+        return DeviceCosts(spec.systems["neupims_gpt3_30b"], SERVING_STRATEGIES["npu_pim"])
+    decode = [BatchEntry(i, "decode", 50 + 10 * i, 1, 1) for i in range(6)]
+    channel_of = {i: i % 2 for i in range(6)}
+    full, micro = costs("mapping.params.pipeline=full_batch"), costs()
+    seqs, chans = [51 + 10 * i for i in range(6)], [i % 2 for i in range(6)]
+    one_stage = schedule_chains([full.layer(np.array(seqs), np.array(chans))], full.layers)
+    assert _iteration(full, decode, channel_of, 0, 0.0, None).seconds == pytest.approx(one_stage, rel=1e-12)
+    halves = sum(schedule_chains([micro.layer(np.array(seqs[h]), np.array(chans[h]))], micro.layers)
+                 + micro.pipeline_send(3) for h in (slice(0, 3), slice(3, 6)))
+    assert _iteration(micro, decode, channel_of, 0, 0.0, None).seconds == pytest.approx(halves, rel=1e-12)

@@ -1,9 +1,12 @@
-"""The NeuPIMs reproduction table stays what validation/neupims.json committed.
+"""The NeuPIMs reproduction table stays what validation/neupims.json committed, and its claims hold.
 
-Recomputes two grid points (7B, the smallest batch, seconds each) and fails when one drifts; the
-rows must follow from the committed grid, and the markdown must show every row and explain every
-gap over 10%. Regenerate with `python validation/run_neupims.py` after a deliberate change and
-update the explanations in validation/neupims.md.
+Recomputes two grid points (7B, the smallest batch, seconds each, run the authors' simulator's way)
+and fails when one drifts; the rows must follow from the committed grid, and the markdown must show
+every row and explain every gap over 10%. The issue's targets are checked on the committed grid:
+the order NeuPIMs > NPU+PIM > NPU-only at batch 256, the Fig. 12 means, Fig. 13's dual-row-buffer
+gain, each met or, where validation/neupims.md traces a miss to a stated difference from the
+authors' simulator, at least as close as committed. Regenerate with
+`python validation/run_neupims.py` after a deliberate change and update the explanations.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from .conftest import ROOT
 
 COMMITTED = json.loads((ROOT / "validation" / "neupims.json").read_text())
 MD = (ROOT / "validation" / "neupims.md").read_text()
+ROWS = {r["quantity"]: r for r in COMMITTED["rows"]}
 
 
 @pytest.mark.parametrize("strategy", ["npu_pim", "neupims"])
@@ -45,3 +49,54 @@ def test_the_markdown_shows_every_row_and_explains_the_gaps():
         if r["error"] is not None and abs(r["error"]) > 0.10:
             # each large gap is named in the explanations by its figure and quantity's subject
             assert r["figure"] in explained, r["quantity"]
+
+
+# ---- the issue's targets on the committed grid (validation/neupims.md, "Where we differ") -------
+
+# Batch-256 points where the order NeuPIMs > NPU+PIM > NPU-only does not hold, each traced in
+# neupims.md: 175B ShareGPT (B: the NPU's read share beside PIM), Alpaca (C: NPU-only attention
+# as a bandwidth roofline). A new miss, or a documented one left undocumented, fails.
+ORDER_MISSES = {("175b", "sharegpt"), *((m, "alpaca") for m in V.MODELS)}
+
+
+def _tps(model: str, dataset: str, strategy: str, batch: int = 256) -> float:
+    return COMMITTED["grid"][V.key(model, dataset, batch, strategy)]["tokens_per_s"]
+
+
+def test_order_at_batch_256():
+    held = {(m, d) for m in V.MODELS for d in V.DATASETS
+            if _tps(m, d, "neupims") > _tps(m, d, "npu_pim") > _tps(m, d, "npu_only")}
+    assert held == {(m, d) for m in V.MODELS for d in V.DATASETS} - ORDER_MISSES
+    for m, d in ORDER_MISSES:
+        assert f"{m} {d} b256: neupims / npu_pim" in MD
+
+
+def test_the_authors_way_is_closer_than_the_physical_pipeline_for_the_pipelined_models():
+    # the cause of the old 30B/175B inversion (micro-batches) is gone, and stays gone
+    for m in ("30b", "175b"):
+        ours = ROWS[f"{m} sharegpt b256: neupims / npu_pim"]["ours"]
+        physical = ROWS[f"{m} sharegpt b256: neupims / npu_pim, physical pipeline (micro-batches, ring "
+                        "all-reduce, overlapped GEMMs, serial PIM blocking)"]["ours"]
+        assert ours > physical
+    assert ROWS["30b sharegpt b256: neupims / npu_pim, micro-batches instead"]["ours"] < \
+        ROWS["30b sharegpt b256: neupims / npu_pim"]["ours"]
+
+
+@pytest.mark.parametrize("quantity, paper, floor", [
+    # missed targets (neupims.md A-C): no worse than committed
+    ("neupims / npu_pim throughput, mean over models, datasets, batches", 1.6, 0.82),
+    ("neupims / npu_only throughput, mean over models, datasets, batches", 2.4, 0.87),
+    ("7b sharegpt: dual row buffers, mean gain over npu_pim (channel-blocked)", 69.7, 7.0),
+])
+def test_fig12_means_and_fig13_gain_do_not_regress(quantity, paper, floor):
+    r = ROWS[quantity]
+    assert r["paper"] == paper
+    if abs(r["error"]) > 0.25:                 # a miss must be explained and may not get worse
+        assert r["ours"] >= floor and r["figure"] in MD.split("## Where we differ, and why", 1)[1]
+
+
+def test_channel_blocking_widens_the_dual_row_buffer_gain():
+    # the per-channel mode switch is what the authors' NPU+PIM runs; it costs more than serial
+    channel = ROWS["7b sharegpt: dual row buffers, mean gain over npu_pim (channel-blocked)"]["ours"]
+    serial = ROWS["7b sharegpt: dual row buffers, mean gain over npu_pim with serial PIM blocking"]["ours"]
+    assert channel > serial > 0

@@ -2,7 +2,7 @@
 """Regenerate validation/neupims.json and the table in validation/neupims.md: NeuPIMs' section 8.2
 numbers beside ours.
 
-    python validation/run_neupims.py [-j JOBS]      (about four minutes on two cores)
+    python validation/run_neupims.py [-j JOBS]      (ten minutes or more on two shared cores)
 
 The table between the markers in neupims.md and the plot validation/neupims/fig12_throughput.png
 are rewritten; the explanations around the table are written by hand from the numbers.
@@ -44,7 +44,8 @@ def plot(g: dict) -> None:
             if row == len(V.DATASETS) - 1:
                 ax.set_xlabel("batch size")
     axes[0][0].legend()
-    fig.suptitle("NeuPIMs Fig. 12 grid, pimdsl (validation/neupims.md explains the gaps to the paper)")
+    fig.suptitle("NeuPIMs Fig. 12 grid, pimdsl computed as the authors' simulator does "
+                 "(validation/neupims.md explains the gaps to the paper)")
     fig.tight_layout()
     PLOT.parent.mkdir(exist_ok=True)
     tmp = PLOT.with_suffix(".tmp.png")

@@ -319,7 +319,8 @@ class HardwareBuilder:
             write_drain_high=r.number("write_drain_high", 0.8),
             write_drain_low=r.number("write_drain_low", 0.2),
             queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
-            command_queue_depth=r.integer("command_queue_depth", 8))
+            command_queue_depth=r.integer("command_queue_depth", 8),
+            pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"))
         if out.refresh != "none" and out.refresh not in part.refresh_modes:
             r.fail(f"{part.name} has no {out.refresh} refresh (it has {', '.join(part.refresh_modes)})", "refresh",
                    "choose one of " + ", ".join(part.refresh_modes + ("none",)))
@@ -443,6 +444,7 @@ class HardwareBuilder:
             systolic_cols=sa.integer("cols") if sa else 0,
             vector_units=vu.integer("count", 1) if vu else 0,
             vector_width=vu.integer("width") if vu else 0,
+            systolic_issue=sa.choice("issue", ("overlapped", "in_order"), "overlapped") if sa else "overlapped",
             span=node.span)
         for sub in (sa, vu):
             if sub is not None:

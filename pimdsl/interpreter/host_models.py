@@ -14,7 +14,9 @@ Models, chosen by the processor:
   ``seconds = max(compute_s, memory_s)``. ``share`` is the fraction of a CPU's
   cores the kernel may use, ``min(kernel.threads, cores) / cores`` (1 when
   ``kernel.threads`` is None, and always 1 on a GPU).
-* systolic (NPU gemm/gemv): a weight-stationary tile model, see `_systolic`.
+* systolic (NPU gemm/gemv): a weight-stationary tile model, see `_systolic`; with
+  `systolic_array { issue = in_order; }` GEMMs follow the in-order rule of `_in_order`
+  (``seconds`` is then not ``max(compute_s, memory_s)``).
 * vector (other NPU kernels): ``flops`` at one FLOP per vector lane per
   cycle, see `_vector`.
 
@@ -180,9 +182,37 @@ def _systolic(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTi
                          f"give its rows and cols")
     tiles = math.ceil(k / rows) * math.ceil(n / cols)
     arrays = processor.systolic_arrays * processor.count
+    if processor.systolic_issue == "in_order" and kernel.kind == "gemm":
+        return _in_order(processor, kernel, memory_s, tiles)
     cycles = math.ceil(tiles / arrays) * max(m, rows) + rows + cols if tiles and m else 0
     compute_s = cycles / (_clock(processor) * processor.efficiency) if cycles else 0.0
     return _done(compute_s, memory_s, "systolic", systolic_tiles=tiles, systolic_cycles=cycles)
+
+
+def _in_order(processor: Processor, kernel: Kernel, memory_s: float, tiles: int) -> KernelTime:
+    """`systolic_array { issue = in_order; }`: the arrays issue their instructions strictly in
+    order, as the NeuPIMs authors' core does ([NEUPIMS_SIM] src/NeuPIMSystolicWS.cc, issue_ex_inst
+    tests only the queue's front; src/operations/MatMul.cc tiles every dimension by the array
+    width). The arrays act as one: a pass over one `cols`-row batch tile and one K tile preloads
+    `rows` cycles, then streams each further block of `cols` outputs in ``ceil(cols / arrays)``
+    cycles, so ``pass = ceil(K / cols) * (rows + ceil(cols / arrays) * (ceil(N / cols) - 1))``.
+    The first batch tile's passes run as the weights stream in (the slower of the two); every
+    further batch tile runs after them, from on-chip memory:
+    ``seconds = max(memory_s, pass_s) + (ceil(M / cols) - 1) * pass_s``.
+    GEMVs keep the overlapped rule: a vector operand leaves nothing to preload."""
+    m, k, n = _shape(kernel)
+    rows, cols = processor.systolic_rows, processor.systolic_cols
+    if not (m and k and n):
+        return _done(0.0, memory_s, "systolic", systolic_tiles=tiles)
+    block = math.ceil(cols / processor.systolic_arrays)
+    k_tiles = math.ceil(math.ceil(k / cols) / processor.count)      # tensor-parallel devices share K
+    per_pass = k_tiles * (rows + block * (math.ceil(n / cols) - 1))
+    batch_tiles = math.ceil(m / cols)
+    pass_s = per_pass / (_clock(processor) * processor.efficiency)
+    seconds = max(memory_s, pass_s) + (batch_tiles - 1) * pass_s
+    compute_s = batch_tiles * pass_s
+    return KernelTime(seconds, compute_s, memory_s, "compute" if pass_s > memory_s else "memory", "systolic",
+                      systolic_tiles=tiles, systolic_cycles=batch_tiles * per_pass)
 
 
 def _vector(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:

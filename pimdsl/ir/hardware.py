@@ -113,6 +113,9 @@ class Controller:
     queue_structure: str          # transaction (requests scheduled from the read/write queues) or
                                   # per_bank (DRAMsim3: requests move on into per-bank command queues)
     command_queue_depth: int      # per-bank command queue depth (per_bank structure)
+    pim_blocking: str             # how a single-row-buffer PIM unit shares its channels with reads
+                                  # and writes: serial (PIM phases run alone) or channel (a mode switch
+                                  # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
 
 
 @dataclass(frozen=True)
@@ -196,6 +199,7 @@ class Processor:
     systolic_cols: int
     vector_units: int
     vector_width: int
+    systolic_issue: str           # overlapped (tiles pipelined under the weight stream) or in_order
     span: Span = field(compare=False, repr=False)
 
 

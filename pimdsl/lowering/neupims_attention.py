@@ -225,3 +225,21 @@ def context_stream(memory: Memory, seq_len: int, heads: int, head_dim: int, chan
                 yield from _gwrite(memory, channel, scores_row(memory, t, head, chunk), place)
             for dim_tile in range(t.dim_tiles):
                 yield from context_tile(memory, t, head, chunk, dim_tile, channel, first_row, estimate)
+
+
+def scores_writeback(memory: Memory, seq_len: int, heads: int, head_dim: int,
+                     channel: int = 0) -> Iterator[Command]:
+    """The NPU's ordinary writes of the softmax scores that s.V's GWRITEs then read: per head and
+    chunk of tokens one whole scores_row, opened, written column by column and closed (the
+    authors' simulator MOVOUTs each head's scores between K.q and s.V: [NEUPIMS_SIM]
+    src/operations/NeuPIMSLogitSoftmax.cc). With dual row buffers these run through the MEM row
+    buffers beside PIM work; a channel-blocked controller runs them between the two GEMVs."""
+    t = ContextTiling.of(memory, seq_len, heads, head_dim)
+    place = _bank_place(memory, SCORES_BANK)
+    for head in range(heads):
+        for chunk in range(t.chunks):
+            row = scores_row(memory, t, head, chunk)
+            yield Command("ACT", channel, row=row, kind="npu", **place)
+            for column in range(memory.organization.columns):
+                yield Command("WR", channel, row=row, column=column, kind="npu", **place)
+            yield Command("PRE", channel, kind="npu", **place)

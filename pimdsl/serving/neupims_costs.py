@@ -1,6 +1,6 @@
 """What one decoder layer costs on one NeuPIMs device, per (sub-)batch: the serving loop's prices.
 
-NeuPIMs paper ([NEUPIMS]). A device runs `layers / pp` decoder layers ([NEUPIMS]
+NeuPIMs paper [NEUPIMS]. A device runs `layers / pp` decoder layers ([NEUPIMS]
 section 7.1) with `heads / tp` heads and `1 / tp` of every weight matrix (section 7.2); the
 serving strategies of section 8.1 and Figure 13 are rows of `SERVING_STRATEGIES`.
 
@@ -25,6 +25,11 @@ with dual row buffers (section 6.1, Figure 10: the vector units take partial log
 MEM row buffer while PIM computes); with a single row buffer it runs after them. While the NPU
 reads weights beside PIM work (dual row buffers and sub-batch interleaving), its memory roof is
 divided by the read share `interleave.contention` measures (section 5.3: PIM commands first).
+With a single row buffer behind a controller with `pim_blocking = channel`, each request's
+attention also carries the write-back of its softmax scores between K.q and s.V on its channel,
+timed on the DRAM engine (`DeviceCosts.channel_blocked`). The mapping parameters `pipeline` and
+`all_reduce` select how pp splits the work and whether the all-reduces cost anything
+(PIPELINE_SPLITS, ALL_REDUCES).
 """
 from __future__ import annotations
 
@@ -39,7 +44,8 @@ from ..interpreter.host_models import kernel_time, transfer_time
 from ..interpreter.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
-from ..lowering.neupims_attention import ContextTiling, ScoreTiling, context_stream, score_stream
+from ..lowering.neupims_attention import (ContextTiling, ScoreTiling, context_stream, score_stream,
+                                          scores_writeback)
 from ..graph.parallel import device_model, parallelism
 from ..lowering.records import Kernel
 from ..passes.program import CompileError
@@ -74,6 +80,19 @@ SERVING_STRATEGIES = {s.name: s for s in (
 
 RESOURCES = ("npu", "pim", "link")
 
+# Mapping parameter `pipeline`: how pp stages share the work (the first is the default).
+# micro_batches: the physical pipeline ([NEUPIMS] Sec. 7.1): an iteration's batch splits into pp
+#   micro-batches that every stage serves in turn, so each device runs batch / pp requests at a time.
+# full_batch: every stage holds the full batch; pp divides only the layers, the weights and the KV
+#   capacity, as the NeuPIMs authors' trace generator builds a device's batch ([NEUPIMS_SIM]
+#   trace-generator/get_distributions.py). A filled pipeline emits one batch per stage time, and the
+#   activations a stage sends on overlap the next batch's work, so no send is charged.
+PIPELINE_SPLITS = ("micro_batches", "full_batch")
+# Mapping parameter `all_reduce`: ring (two ring all-reduces per layer on the system's first link,
+# [NEUPIMS] Sec. 7.2) or none (tensor parallelism shards weights and heads only, as the authors'
+# simulator, which models no link between devices: [NEUPIMS_SIM] src/Simulator.cc).
+ALL_REDUCES = ("ring", "none")
+
 
 def _fail(system: System, message: str, hint: str | None = None):
     raise CompileError(message, system.mapping.span if system.mapping else system.span, hint)
@@ -106,8 +125,21 @@ class DeviceCosts:
         self.processor = self._processor()
         self.memory = self._memory()
         self.link = system.links[0] if system.links else None
-        if self.tp > 1 and self.link is None:
+        # how pipeline parallelism splits the work, and whether tensor parallelism's all-reduces
+        # cost anything (see PIPELINE_SPLITS and ALL_REDUCES)
+        self.pipeline = self._choice("pipeline", PIPELINE_SPLITS)
+        self.all_reduce = self._choice("all_reduce", ALL_REDUCES)
+        if self.pp > 1 and self.link is None and self.pipeline == "micro_batches":
+            _fail(system, f"pp = {self.pp} micro-batches need a link between the stages", "add a link to the system")
+        if self.tp > 1 and self.link is None and self.all_reduce != "none":
             _fail(system, f"tp = {self.tp} needs a link between the devices", "add a link to the system")
+
+    def _choice(self, name: str, choices: tuple[str, ...]) -> str:
+        value = self.system.mapping.params.get(name, choices[0])
+        if value not in choices:
+            _fail(self.system, f"mapping parameter '{name}' must be one of {', '.join(choices)}, got {value!r}",
+                  f"write {name} = {choices[0]}; in the mapping's params")
+        return value
 
     # ---- hardware -------------------------------------------------------------------------
 
@@ -197,8 +229,36 @@ class DeviceCosts:
                *context_stream(m, lanes_tok, 8, self.head_dim, gwrite=True)]
         return contention(m, pim, read_rows=64).read_share
 
+    @property
+    def channel_blocked(self) -> bool:
+        """A single-row-buffer unit behind a controller with `pim_blocking = channel`: per channel,
+        PIM commands issue only when the read and write queues are empty and no read or write is
+        accepted while PIM work is queued (the Newton controller of the authors' NPU+PIM baseline,
+        [NEUPIMS_SIM] extern/NewtonSim/src/newton_command_queue.cc). The NPU's write-back of a
+        request's softmax scores then sits between its K.q and s.V GEMVs on its channel."""
+        s = self.strategy
+        return s.pim and s.row_buffers == "single" and self.memory.controller.pim_blocking == "channel"
+
+    @cached_property
+    def writeback_seconds(self) -> float:
+        """A channel-blocked controller's cost of one scores row written back between K.q and s.V:
+        K.q, the write-back, s.V in program order on one channel, less K.q and s.V alone, per row
+        (timed with blocking refresh like tile_seconds; measured, not assumed)."""
+        m, page = self.memory, self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
+        seq = 2 * page
+        cycles = lambda *streams: max(timer_for(m, refresh="blocking").run([c for st in streams for c in st]))
+        gemvs = lambda: (score_stream(m, seq, self.heads, self.head_dim, gwrite=True),
+                         context_stream(m, seq, self.heads, self.head_dim, gwrite=True))
+        kq, sv = gemvs()
+        alone = cycles(kq, sv)
+        kq, sv = gemvs()
+        blocked = cycles(kq, scores_writeback(m, seq, self.heads, self.head_dim), sv)
+        rows = self.heads * ContextTiling.of(m, seq, self.heads, self.head_dim).chunks
+        return (blocked - alone) / rows / m.part.clock_hz
+
     def mha_seconds(self, seq_lens: np.ndarray) -> np.ndarray:
-        """Algorithm 1 for each request (one channel, this device's heads), vectorised."""
+        """Algorithm 1 for each request (one channel, this device's heads), vectorised; behind a
+        channel-blocked controller, plus the write-back of its scores rows (`channel_blocked`)."""
         t = self.tile_seconds
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
         e = self.heads * self.head_dim
@@ -207,8 +267,9 @@ class DeviceCosts:
         score_tiles = -(-seq // self.banks) * score_gw
         attend_gw = -(-seq // page) * self.heads
         attend_tiles = -(-self.head_dim // self.banks) * attend_gw
+        writeback = attend_gw * self.writeback_seconds if self.channel_blocked else 0.0
         return ((score_gw + attend_gw) * t["gwrite"] + score_tiles * t["score"]
-                + attend_tiles * t["attend"])
+                + attend_tiles * t["attend"] + writeback)
 
     def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
@@ -220,9 +281,9 @@ class DeviceCosts:
     def _kernel(self, name: str, kind: str, flops: float, nbytes: float, shape: dict | None = None,
                 share: float = 1.0) -> Segment:
         p = self.processor
-        t = kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}))
-        seconds = max(t.compute_s, t.memory_s / share)
-        return Segment(name, "npu", seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
+        rate = p.count * p.memory_bandwidth_bytes_per_s * share or None
+        t = kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}, bandwidth=rate))
+        return Segment(name, "npu", t.seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
 
     def _gemm(self, name: str, m: int, k: int, n: int, share: float) -> Segment:
         nbytes = (k * n + m * k + m * n) * self.b
@@ -237,7 +298,7 @@ class DeviceCosts:
                        sum(s.dram_bytes for s in parts))
 
     def _allreduce(self, name: str, rows: int) -> Segment:
-        if self.tp == 1:
+        if self.tp == 1 or self.all_reduce == "none":
             return Segment(name, "link", 0.0)
         # ring all-reduce: 2 (tp - 1) steps of 1/tp of the tensor each
         chunk = rows * self.hidden * self.b / self.tp
@@ -309,6 +370,6 @@ class DeviceCosts:
 
     def pipeline_send(self, rows: int) -> float:
         """Activations of `rows` requests to the next pipeline stage (section 7.1)."""
-        if self.pp == 1:
+        if self.pp == 1 or self.link is None:
             return 0.0
         return transfer_time(self.link, rows * self.hidden * self.b, instances=1)

@@ -1,6 +1,6 @@
 """Batched serving on NeuPIMs devices: iteration-level scheduling, channel placement, sub-batch interleaving.
 
-NeuPIMs paper ([NEUPIMS]). Each iteration (Orca-style, `scheduler.IterationScheduler`)
+NeuPIMs paper [NEUPIMS]. Each iteration (Orca-style, `scheduler.IterationScheduler`)
 every running request decodes one token; requests join and leave at iteration boundaries and a
 paged KV cache bounds how many run. Summarisation (prefill) runs on standalone NPUs (section 4
 item 1), so an admitted request costs the device nothing in the iteration that admits it and
@@ -11,6 +11,8 @@ Per iteration:
    Algorithm 1 estimate at their input length) or round-robin (the NPU+PIM baseline, section 8.1).
 2. With pipeline parallelism the decoding requests form `pp` equal micro-batches (section 7.1);
    a device serves them one after another, so the iteration takes the sum of their stage times.
+   With the mapping parameter `pipeline = full_batch` every stage holds the whole batch instead
+   (pp divides layers, weights and KV capacity only) and the iteration takes one stage time.
 3. With sub-batch interleaving each micro-batch splits into two sub-batches by Algorithm 3, and the
    layers of both run as chains of segments (`neupims_costs.DeviceCosts.layer`) on the NPU, the
    PIM channels and the link, list-scheduled: each step starts whichever sub-batch's next segment
@@ -219,7 +221,8 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
     seqs = np.array([e.context_len for e in decode], dtype=np.int64)
     chans = np.array([channel_of.get(int(r), 0) for r in ids], dtype=np.int64)
     at = clock
-    for mb in np.array_split(np.arange(len(decode)), costs.pp):
+    stages = costs.pp if costs.pipeline == "micro_batches" else 1
+    for mb in np.array_split(np.arange(len(decode)), stages):
         if not len(mb):
             continue
         if s.sub_batches > 1:
@@ -237,7 +240,7 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
             record = _recorder(costs, intervals, index, at)
         seconds = schedule_chains(chains, costs.layers, blocked=s.pim and s.row_buffers == "single",
                                   record=record)
-        seconds += costs.pipeline_send(len(mb)) if costs.pp > 1 else 0.0
+        seconds += costs.pipeline_send(len(mb)) if stages > 1 else 0.0
         at += seconds
         totals.seconds += seconds
         for chain in chains:
@@ -288,6 +291,7 @@ def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals,
         "mode": "serving", "tokens_per_s": window.tokens / t,
         "utilization": util,
         "tp": costs.tp, "pp": costs.pp, "devices": costs.tp * costs.pp,
+        "pipeline": costs.pipeline, "all_reduce": costs.all_reduce,
         # a CSV of requests stands in for the dataset
         "batch": work.batch, "dataset": work.requests_csv or work.dataset, "requests": len(requests),
         "mean_input_len": float(np.mean([r.input_len for r in requests])) if requests else 0.0,
