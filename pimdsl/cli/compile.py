@@ -42,7 +42,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    system, diags = load_system(args)
+    system, diags = load_system(args, steps=2)
     if system is None:
         return 1
     manager = pass_manager(args)

@@ -39,6 +39,7 @@ import csv
 import io
 import itertools
 import json
+import math
 import os
 import re
 import shlex
@@ -49,8 +50,10 @@ from contextlib import redirect_stderr
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
-from .system import load_system, report_compile_error
+from ..interpreter.budget import DEFAULT_MAX_WORK
+from .system import add_max_work, load_system, report_compile_error
 
+MAX_GRID_POINTS = 10_000              # each point is a whole `pimc run`
 _RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
 
 
@@ -76,6 +79,7 @@ def add_parser(sub) -> None:
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
                    help="worker processes (default: one per CPU)")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
+    add_max_work(p)
     p.set_defaults(usage_error=p.error)
 
 
@@ -98,8 +102,16 @@ def _grid_axis(text: str) -> tuple[str, list[str]]:
             raise argparse.ArgumentTypeError(
                 f"range '{item}' of {path} is empty: START:STOP:STEP needs STEP != 0 going from START "
                 f"towards STOP (e.g. 64:192:32)")
+        count = (stop - start) // step + 1        # counted before expanding: 1:1000000000:1 is a billion points
+        if len(out) + count > MAX_GRID_POINTS:
+            raise argparse.ArgumentTypeError(_too_many(f"--grid {path}", len(out) + count))
         out.extend(str(v) for v in range(start, stop + (1 if step > 0 else -1), step))
     return path, out
+
+
+def _too_many(what: str, points: int) -> str:
+    return (f"{what} would have {points:,} points, past the limit of {MAX_GRID_POINTS:,}; "
+            "use a coarser STEP or split the sweep")
 
 
 def _split_values(text: str) -> list[str]:
@@ -116,12 +128,14 @@ def _split_values(text: str) -> list[str]:
     return items
 
 
-def run_point(file: str, system: str | None, overrides: list[str], exact: bool) -> tuple[bool, dict | str]:
+def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
+              max_work: float = DEFAULT_MAX_WORK) -> tuple[bool, dict | str]:
     """One grid point, as `pimc run --json` would: (True, report) or (False, its diagnostic text)."""
     captured = io.StringIO()
     with redirect_stderr(captured):
         try:
-            loaded, diags = load_system(argparse.Namespace(file=file, system=system, overrides=overrides))
+            loaded, diags = load_system(argparse.Namespace(file=file, system=system, overrides=overrides,
+                                                           max_work=max_work))
             if loaded is None:
                 return False, captured.getvalue()
             try:
@@ -139,7 +153,8 @@ def run(args) -> int:
     axes = args.grid
     _check_usage(args, axes)
     # the spec must load with the fixed values alone, or every point would fail the same way
-    base, _ = load_system(argparse.Namespace(file=args.file, system=args.system, overrides=args.overrides))
+    base, _ = load_system(argparse.Namespace(file=args.file, system=args.system, overrides=args.overrides,
+                                             max_work=args.max_work))
     if base is None:
         return 1
     points = [[f"{path}={value}" for (path, _), value in zip(axes, combo)]
@@ -169,6 +184,9 @@ def run(args) -> int:
 
 
 def _check_usage(args, axes) -> None:
+    points = math.prod(len(values) for _, values in axes)
+    if points > MAX_GRID_POINTS:
+        args.usage_error(_too_many("the grid", points))
     paths = [path for path, _ in axes]
     for path in paths:
         if paths.count(path) > 1:
@@ -204,7 +222,7 @@ def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
     """Every point's result, in grid order, whatever order they finish in."""
     results: list = [None] * len(points)
     jobs = min(args.jobs, len(points))
-    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact)
+    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact, args.max_work)
     if jobs == 1:                                 # no pool: same worker, easier to debug
         bar, done = _progress(len(points))
         try:

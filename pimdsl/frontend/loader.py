@@ -15,6 +15,9 @@ from .resources import specs_dir
 from .syntax import Block, Import, parse_source, read_source
 
 
+SPEC_SUFFIX = ".pim"
+
+
 @dataclass(frozen=True)
 class Module:
     path: Path
@@ -51,6 +54,10 @@ class Loader:
         if path in self.modules:
             return self.modules[path]
         shown = display_path(path)
+        if path.suffix != SPEC_SUFFIX:          # never parse (and so never echo) a file that is not a spec
+            self.diags.error(f"'{shown}' is not a {SPEC_SUFFIX} spec file", at or Span(shown, 1, 1),
+                             f"pimc reads and imports {SPEC_SUFFIX} files only")
+            return None
         try:
             text = read_source(path, shown, self.diags, at)
             statements = parse_source(text, shown, self.diags)
@@ -70,6 +77,10 @@ class Loader:
         return module
 
     def resolve_import(self, stmt: Import, here: Path) -> Path | None:
+        if not stmt.path.endswith(SPEC_SUFFIX):
+            self.diags.error(f"imports name {SPEC_SUFFIX} spec files only, not \"{stmt.path}\"", stmt.span,
+                             f"write e.g. `import \"dram/ddr4{SPEC_SUFFIX}\";`")
+            return None
         for folder in [here] + library_path():
             candidate = folder / stmt.path
             if candidate.is_file():
