@@ -14,6 +14,7 @@ from ..interpreter.dram_tables import EngineError
 from ..interpreter.memory_system import replay
 from ..interpreter.traces import FORMATS, TraceError, read_trace
 from .loading import load_reported
+from .system import add_max_work
 
 
 def add_parser(sub) -> None:
@@ -24,6 +25,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--command-trace", metavar="OUT", help="also write every issued command, one per line")
+    add_max_work(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
 
@@ -39,7 +41,10 @@ def run(args) -> int:
               + (did_you_mean(args.memory, names, "memories") or "this file declares no memory"), file=sys.stderr)
         return 1
     try:
-        trace = read_trace(args.trace, memory, args.trace_format)
+        trace = read_trace(args.trace, memory, args.trace_format, args.max_work)
+        if not len(trace):
+            print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
+            return 0
         result = replay(memory, trace, record_commands=bool(args.command_trace))
     except TraceError as exc:
         print(exc.render(), file=sys.stderr)

@@ -27,12 +27,13 @@ class Estimate:
     work: float
     memory_bytes: float
     what: str                  # how the work was counted, for the message
+    subject: str = "this run"
 
     def refusal(self, max_work: float) -> str | None:
         """Why the run is refused (with the estimate), or None when it fits."""
         if self.work <= max_work:
             return None
-        return (f"this run would take about {_sci(self.work)} units of work ({self.what}) and about "
+        return (f"{self.subject} would take about {_sci(self.work)} units of work ({self.what}) and about "
                 f"{_bytes(self.memory_bytes)} of memory, past the limit of {_sci(max_work)}")
 
 
@@ -55,9 +56,14 @@ def run_estimate(system: System, steps: int | None = None) -> Estimate:
                     f"{_sci(steps)} step(s) of {_sci(ops)} ops and {_sci(batch)} request(s)")
 
 
+def trace_work(requests: int, last_arrival: int) -> float:
+    return requests + last_arrival / IDLE_CYCLES_PER_UNIT
+
+
 def trace_estimate(requests: int, last_arrival: int) -> Estimate:
-    return Estimate(requests + last_arrival / IDLE_CYCLES_PER_UNIT, requests * BYTES_PER_TRACE_REQUEST,
-                    f"{_sci(requests)} request(s) arriving over {_sci(last_arrival)} cycles")
+    return Estimate(trace_work(requests, last_arrival), requests * BYTES_PER_TRACE_REQUEST,
+                    f"{_sci(requests)} request(s) arriving over {_sci(last_arrival)} cycles",
+                    "replaying the trace up to here")
 
 
 def _sci(x: float) -> str:
