@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    spec = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)

@@ -11,9 +11,9 @@ step (PIM-SHERPA Fig. 11).
 from __future__ import annotations
 
 import json
-import os
 import sys
 
+from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
@@ -84,7 +84,5 @@ def run(args) -> int:
 
 
 def _write_json(path: str, data) -> None:
-    tmp = f"{path}.pimc-tmp"
-    with open(tmp, "w") as out:
+    with atomic_file(path) as out:
         json.dump(data, out)
-    os.replace(tmp, path)

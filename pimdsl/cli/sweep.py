@@ -47,6 +47,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import redirect_stderr
 
+from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
@@ -163,7 +164,8 @@ def run(args) -> int:
 
     header, rows = _table([path for path, _ in axes], points, results)
     try:
-        _write_atomic(args.output, lambda out: _write_csv(out, header, rows), newline="")
+        with atomic_file(args.output, newline="") as out:
+            _write_csv(out, header, rows)
     except OSError as exc:
         print(f"pimc sweep: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -307,18 +309,6 @@ def _write_csv(out, header: list[str], rows: list[dict]) -> None:
     writer.writerows(rows)
 
 
-def _write_atomic(path: str, write, mode: str = "w", **open_args) -> None:
-    """Write through a temporary file beside PATH, then rename: PATH is whole or untouched."""
-    tmp = f"{path}.pimc-tmp"
-    try:
-        with open(tmp, mode, **open_args) as out:
-            write(out)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
@@ -369,7 +359,8 @@ def _plot(args, header: list[str], rows: list[dict]) -> int:
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        _write_atomic(args.plot, lambda out: fig.savefig(out, format=_plot_format(args.plot)), mode="wb")
+        with atomic_file(args.plot, "wb") as out:
+            fig.savefig(out, format=_plot_format(args.plot))
     except OSError as exc:
         print(f"pimc sweep: error: cannot write {args.plot}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -6,10 +6,10 @@ import math
 import sys
 
 from ..frontend.diagnostics import Diagnostics, did_you_mean
-from ..frontend.pipeline import load_spec
 from ..interpreter.budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
 from ..passes.program import CompileError
+from .loading import load_reported
 
 
 def add_common(p) -> None:
@@ -52,9 +52,7 @@ def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
 def load_system(args, steps: int | None = None):
     """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
     op graphs the command builds (default: the whole workload's), for the work estimate."""
-    spec, diags = load_spec(args.file, list(args.overrides))
-    if diags.items:
-        print(diags.render_all(), file=sys.stderr)
+    spec, diags = load_reported(args.file, args.overrides)
     if spec is None:
         return None, diags
     systems = spec.systems
