@@ -17,6 +17,7 @@ from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
+from ..serving.requests import RequestsError
 from ..serving.neupims_serving import is_serving_strategy, simulate
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
 
@@ -57,6 +58,9 @@ def run(args) -> int:
                                 timeline=bool(args.timeline))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
+    except RequestsError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
     finally:
         if bar is not None:
             bar.stop()

@@ -49,9 +49,9 @@ from contextlib import redirect_stderr
 
 from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean
+from ..interpreter.budget import DEFAULT_MAX_WORK
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
-from ..interpreter.budget import DEFAULT_MAX_WORK
 from .system import add_max_work, load_system, report_compile_error
 
 MAX_GRID_POINTS = 10_000              # each point is a whole `pimc run`
@@ -144,6 +144,7 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
             except CompileError as exc:
                 report_compile_error(exc, diags, file)
                 return False, captured.getvalue()
+
         except Exception as exc:                  # a bug in pimc: one failed point, not a lost sweep
             if os.environ.get("PIMDSL_DEBUG"):
                 raise
