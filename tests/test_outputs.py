@@ -119,3 +119,14 @@ def test_an_interrupted_write_leaves_nothing_and_a_killed_ones_temporaries_are_c
         Path(folder, "summary.json").write_text("{}")
     assert target.read_text() == "new" and (tmp_path / "out" / "summary.json").exists()
     assert leftovers(tmp_path) == [live.name]
+
+
+@pytest.mark.parametrize("option", ["--timeline", "--command-trace", "-o"])
+def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(tmp_path, capsys, option):
+    command = {"--timeline": ["run", PHONE], "-o": ["sweep", PHONE, "--grid", "workload.batch=1,2"],
+               "--command-trace": ["dram", str(ROOT / "specs/reference/dram.pim"), "--memory", "ddr4_3200",
+                                   "--trace", "t.trace", "--trace-format", "dramsim3"]}[option]
+    for target, message in ((tmp_path / "missing" / "x.out", "does not exist"), (tmp_path, "is a folder")):
+        with pytest.raises(SystemExit) as exc:
+            main([*command, option, str(target)])
+        assert exc.value.code == 2 and message in capsys.readouterr().err

@@ -14,7 +14,7 @@ from ..interpreter.dram_tables import EngineError
 from ..interpreter.memory_system import replay
 from ..interpreter.traces import FORMATS, TraceError, read_trace
 from .loading import load_reported
-from .system import add_max_work
+from .system import add_max_work, output_file
 
 
 def add_parser(sub) -> None:
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", required=True, metavar="TRACE", help="request trace file")
     p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--command-trace", metavar="OUT", help="also write every issued command, one per line")
+    p.add_argument("--command-trace", metavar="OUT", type=output_file, help="also write every issued command, one per line")
     add_max_work(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
@@ -53,8 +53,12 @@ def run(args) -> int:
         print(f"{args.file}: error: memory '{memory.name}': {exc}", file=sys.stderr)
         return 1
     if args.command_trace:
-        write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name, commands=result.command_log,
-                     tck_ns=memory.part.tck_s * 1e9)
+        try:
+            write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name,
+                         commands=result.command_log, tck_ns=memory.part.tck_s * 1e9)
+        except OSError as exc:
+            print(f"pimc dram: error: cannot write {args.command_trace}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     out = result.to_json()
     if args.json:
         print(json.dumps(out, indent=2))

@@ -19,7 +19,7 @@ from ..interpreter.run import run_system
 from ..passes.program import CompileError
 from ..serving.requests import RequestsError
 from ..serving.neupims_serving import is_serving_strategy, simulate
-from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
+from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
 
 
 def add_parser(sub) -> None:
@@ -27,7 +27,7 @@ def add_parser(sub) -> None:
     add_common(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
-    p.add_argument("--timeline", metavar="FILE", help="write the schedule as a Chrome/Perfetto trace (JSON)")
+    p.add_argument("--timeline", metavar="FILE", type=output_file, help="write the schedule as a Chrome/Perfetto trace (JSON)")
     p.add_argument("--timeline-layer", metavar="N", type=int,
                    help="with --timeline: only decoder layer N of the prefill step")
 
@@ -70,7 +70,11 @@ def run(args) -> int:
         intervals = result.intervals
         if args.timeline_layer is not None and not serving:
             intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
-        _write_json(args.timeline, chrome_trace(per_thread(intervals)))
+        try:
+            _write_json(args.timeline, chrome_trace(per_thread(intervals)))
+        except OSError as exc:
+            print(f"pimc run: error: cannot write {args.timeline}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     report = result.report
     if args.json:
         print(json.dumps(report, indent=2))

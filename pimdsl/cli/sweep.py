@@ -52,7 +52,7 @@ from ..frontend.diagnostics import did_you_mean
 from ..interpreter.budget import DEFAULT_MAX_WORK
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
-from .system import add_max_work, load_system, report_compile_error
+from .system import add_max_work, load_system, output_file, report_compile_error
 
 MAX_GRID_POINTS = 10_000              # each point is a whole `pimc run`
 _RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
@@ -71,8 +71,8 @@ def add_parser(sub) -> None:
                    metavar="PATH=V1,V2,...",
                    help="a grid axis: values separated by commas, or START:STOP:STEP (integers, STOP "
                         "included); repeat for more axes")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="the CSV to write")
-    p.add_argument("--plot", metavar="OUT.png", help="also plot --y against --x into this image")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", type=output_file, help="the CSV to write")
+    p.add_argument("--plot", metavar="OUT.png", type=output_file, help="also plot --y against --x into this image")
     p.add_argument("--x", metavar="COL", help="the plot's x column")
     p.add_argument("--y", metavar="COL[,COL...]", help="the plot's y column(s), comma-separated")
     p.add_argument("--series", metavar="COL", help="one line per distinct value of this column")
@@ -200,9 +200,6 @@ def _check_usage(args, axes) -> None:
             args.usage_error(f"{path} is both --set and --grid; drop the --set")
     if args.jobs < 1:
         args.usage_error("-j needs at least 1 worker")
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        args.usage_error(f"-o {args.output}: folder {folder} does not exist")
     plot_options = [name for name in ("x", "y", "series", "logy") if getattr(args, name)]
     if not args.plot:
         if plot_options:
@@ -210,9 +207,6 @@ def _check_usage(args, axes) -> None:
         return
     if not args.x or not args.y:
         args.usage_error("--plot needs --x COL and --y COL[,COL...]")
-    folder = os.path.dirname(os.path.abspath(args.plot))
-    if not os.path.isdir(folder):
-        args.usage_error(f"--plot {args.plot}: folder {folder} does not exist")
     _pyplot()
     from matplotlib.backend_bases import FigureCanvasBase
     supported = FigureCanvasBase.get_supported_filetypes()

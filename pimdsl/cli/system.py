@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from ..frontend.diagnostics import Diagnostics, did_you_mean
@@ -38,6 +39,17 @@ def positive_number(text: str) -> float:
     if not value > 0 or math.isinf(value):
         raise argparse.ArgumentTypeError(f"'{text}' is not a positive number")
     return value
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file pimc may write (its folder exists, it is not a folder), checked
+    before any work so that a typo costs no run."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    return text
 
 
 def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
