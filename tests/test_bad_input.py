@@ -239,3 +239,26 @@ def test_hf_config_must_be_a_regular_json_file(capsys, files, tmp_path, target, 
     code, err = pimc(capsys, "check", spec)
     assert code == 1 and re.search(r"^m\.pim:1:23: error: " + re.escape(message), err, re.M), err
     assert "root:" not in err
+
+
+# ---- found by setting each rate, width and count of the bundled systems to 0 or a string -------------
+
+@pytest.mark.parametrize("override, located, message", [
+    ("s24_lp5x_pim.simd_width=0 B", "--set s24_lp5x_pim.simd_width=0 B:1:25", "must be a positive width"),
+    ("LPDDR5X_8533.organization.bus_width=0 B", "--set LPDDR5X_8533.organization.bus_width=0 B:1:37",
+     "must be a positive width"),
+    ("s24_cpu.threads.copy=0", "--set s24_cpu.threads.copy=0:1:22", "'copy' must be at least 1"),
+    ("pim_sherpa_mapping.params.smc_noncacheable_slowdown=0",
+     "--set pim_sherpa_mapping.params.smc_noncacheable_slowdown=0:1:53", "must be a positive number, got 0"),
+    ('pim_sherpa_mapping.params.noncacheable_read_bandwidth="x"',
+     '--set pim_sherpa_mapping.params.noncacheable_read_bandwidth="x":1:55', "must be a positive number, got 'x'"),
+])
+def test_values_a_model_divides_by_are_checked_at_the_field(capsys, override, located, message):
+    code, err = pimc(capsys, "run", SHERPA, "--set", "mapping.strategy=ddb", "--set", "llama3_2_1b.layers=1",
+                     "--set", "workload.output_len=1", "--set", override)
+    assert code == 1 and f"{located}: error: " in err and message in err, err
+
+
+def test_a_bad_parallelism_parameter_points_at_its_field(capsys):
+    code, err = pimc(capsys, "run", NEUPIMS, "--set", 'mapping.params.tp="x"')
+    assert code == 1 and "--set mapping.params.tp=\"x\":1:19: error: mapping parameter 'tp'" in err, err

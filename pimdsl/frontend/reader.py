@@ -121,7 +121,12 @@ class Reader:
 
     def bits(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default, "a width in bits (e.g. 64 bit)")
-        return value if value is None or value is default else int(round(value * 8))
+        if value is None or value is default:
+            return value
+        if not 0 < value * 8 <= MAX_INTEGER:
+            self.fail(f"'{name}' must be a positive width, not {value * 8:g} bit", name, "e.g. 64 bit")
+            return default if default is not MISSING else None
+        return int(round(value * 8))
 
     def bytes(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default)
