@@ -64,8 +64,8 @@ class Failure:
         return f"{self.why}: pimc {' '.join(self.argv)}\n" + "\n".join("    " + l for l in self.stderr.splitlines()[:8])
 
 
-class _Hang(Exception):
-    pass
+class _Hang(BaseException):
+    """Raised by the alarm; a BaseException so that pimc's `except Exception` does not take it."""
 
 
 def judge(argv: list[str], timeout: float) -> Failure | None:
@@ -83,6 +83,8 @@ def judge(argv: list[str], timeout: float) -> Failure | None:
         code = exc.code
     except _Hang:
         return Failure(argv, f"hang (more than {timeout:g} s)", err.getvalue())
+    except KeyboardInterrupt:
+        raise
     except BaseException as exc:          # an escaping exception is a traceback for a user
         return Failure(argv, f"traceback: {type(exc).__name__}: {exc}", err.getvalue())
     finally:

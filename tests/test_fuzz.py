@@ -33,11 +33,6 @@ def _internal(argv):
     return 3
 
 
-def _hangs(argv):
-    time.sleep(5)
-    return 0
-
-
 def _unlocated(argv):
     print("spec.pim: error: something is wrong somewhere", file=__import__("sys").stderr)
     return 1
@@ -49,9 +44,17 @@ def _located(argv):
 
 
 @pytest.mark.parametrize("fake, why", [(_raises, "traceback: ValueError: boom"), (_internal, "internal error (exit 3)"),
-                                       (_hangs, "hang (more than 0.3 s)"), (_unlocated, "diagnostic without a location"),
+                                       (_unlocated, "diagnostic without a location"),
                                        (_located, None)])
 def test_the_judge_catches_each_kind_of_failure(monkeypatch, fake, why):
     monkeypatch.setattr(fuzz, "pimc", fake)
     failure = fuzz.judge(["check", "spec.pim"], timeout=0.3)
     assert (failure.why if failure else None) == why
+
+
+def test_the_judge_catches_a_hang_inside_pimc(monkeypatch):
+    """The alarm must get through pimc's own `except Exception` (which turns bugs into exit 3)."""
+    import pimdsl.cli.main as cli
+    monkeypatch.setitem(cli.COMMANDS, "check", lambda args: time.sleep(5) or 0)
+    failure = fuzz.judge(["check", "spec.pim"], timeout=0.3)
+    assert failure is not None and failure.why == "hang (more than 0.3 s)"
