@@ -10,7 +10,7 @@ import os
 import stat
 
 SPEC_LIMIT_BYTES = 8 << 20          # the largest bundled spec is a few tens of kB
-TRACE_LIMIT_BYTES = 1 << 30         # the reference traces are a few hundred kB
+TRACE_LIMIT_BYTES = 128 << 20       # ~10 million requests; the reference traces are a few hundred kB
 
 
 class InputFileError(Exception):
