@@ -218,7 +218,7 @@ def _check_usage(args, axes) -> None:
 def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
     """Every point's result, in grid order, whatever order they finish in."""
     results: list = [None] * len(points)
-    jobs = min(args.jobs, len(points))
+    jobs = min(args.jobs, len(points), 4 * (os.cpu_count() or 1))     # -j 100000 must not fork that many
     call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact, args.max_work)
     if jobs == 1:                                 # no pool: same worker, easier to debug
         bar, done = _progress(len(points))
