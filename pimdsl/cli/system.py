@@ -56,7 +56,7 @@ def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
     """False after saying why, when the estimated work is past `--max-work`."""
     refusal = estimate.refusal(max_work)
     if refusal:
-        print(f"{path}: error: {refusal}\n  hint: lower the workload (e.g. --set workload.output_len=...) "
+        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} "
               f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}", file=sys.stderr)
     return refusal is None
 

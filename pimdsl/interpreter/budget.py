@@ -28,6 +28,7 @@ class Estimate:
     memory_bytes: float
     what: str                  # how the work was counted, for the message
     subject: str = "this run"
+    largest: str = ""          # the value that weighs most, to name in the hint
 
     def refusal(self, max_work: float) -> str | None:
         """Why the run is refused (with the estimate), or None when it fits."""
@@ -52,8 +53,9 @@ def run_estimate(system: System, steps: int | None = None) -> Estimate:
         if work is not None and work.requests > batch:        # the serving loop: batches of requests
             steps *= math.ceil(work.requests / batch)
     per_step = ops + batch
+    largest = max((steps, "workload.output_len"), (ops, "model.layers"), (batch, "workload.batch"))[1]
     return Estimate(steps * per_step, ops * BYTES_PER_OP + max(batch, work.requests if work else 1) * BYTES_PER_REQUEST,
-                    f"{_sci(steps)} step(s) of {_sci(ops)} ops and {_sci(batch)} request(s)")
+                    f"{_sci(steps)} step(s) of {_sci(ops)} ops and {_sci(batch)} request(s)", largest=largest)
 
 
 def trace_work(requests: int, last_arrival: int) -> float:
