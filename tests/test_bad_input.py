@@ -99,11 +99,16 @@ def test_device_and_fifo_as_spec_or_trace(capsys, files, tmp_path):
 
 
 def test_a_huge_file_is_refused_by_its_size(capsys, files, monkeypatch):
+    from pimdsl.frontend import syntax
     from pimdsl.interpreter import traces
     monkeypatch.setattr(traces, "TRACE_LIMIT_BYTES", 64)
     trace = files("big.trace", "0x40 READ 0\n" * 10)
     code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3")
-    assert code == 1 and "big.trace:1:1: error: this file is larger than" in err, err
+    assert code == 1 and "big.trace:1:1: error: this file is larger than 64 B, too large for a trace" in err, err
+    monkeypatch.setattr(syntax, "SPEC_LIMIT_BYTES", 64)
+    spec = files("big.pim", "workload w { batch = 2; }\n" * 10)
+    code, err = pimc(capsys, "check", spec)
+    assert code == 1 and "big.pim:1:1: error: this file is larger than 64 B, too large for a spec file" in err, err
 
 
 # ---- huge values through --set: ranges at elaboration, work estimated before building ----------------

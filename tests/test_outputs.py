@@ -130,3 +130,24 @@ def test_an_output_path_that_cannot_be_written_is_a_usage_error_before_any_work(
         with pytest.raises(SystemExit) as exc:
             main([*command, option, str(target)])
         assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_terminated_compile_leaves_no_temporary(tmp_path):
+    """SIGTERM while the output is being written: the temporary folder is removed, DIR never appears."""
+    import subprocess
+    import sys
+    import time
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pimdsl.cli.main", "compile", PHONE, "--unroll", "-o", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not leftovers(tmp_path) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert leftovers(tmp_path), "the compile never started writing"
+        proc.terminate()
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "pimc: interrupted" in err
+    assert leftovers(tmp_path) == [] and not out.exists()

@@ -38,6 +38,6 @@ def read_input(path, what: str, limit: int) -> bytes:
                                  f"save the {what} to a regular file first")
         data = f.read(limit + 1)                                # the file may grow after fstat
     if len(data) > limit:
-        raise InputFileError(f"this file is larger than {limit >> 20} MiB, too large for a {what}",
+        raise InputFileError(f"this file is larger than {f'{limit >> 20} MiB' if limit >= 1 << 20 else f'{limit} B'}, too large for a {what}",
                              "is this the right file?")
     return data
