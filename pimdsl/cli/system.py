@@ -1,4 +1,5 @@
-"""Shared by `pimc run` and `pimc compile`: load a spec, pick its system, report compile errors."""
+"""Shared by the `pimc` commands: their common options, loading a spec and picking its system within
+the work limit (`--max-work`), and reporting compile errors."""
 from __future__ import annotations
 
 import argparse
