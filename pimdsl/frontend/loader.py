@@ -16,6 +16,7 @@ from .syntax import Block, Import, parse_source, read_source
 
 
 SPEC_SUFFIX = ".pim"
+NEAR_LIMIT = 20_000          # entries looked at per folder for a did-you-mean
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Loader:
         near = []
         for folder in [here] + library_path():
             if folder.is_dir():
-                near += [str(p.relative_to(folder)) for p in folder.rglob("*.pim")]
+                near += _specs_under(folder)
         self.diags.error(f"cannot find the imported file \"{stmt.path}\"", stmt.span,
                          did_you_mean(stmt.path, near, "files") +
                          " (imports are relative to this file, then the bundled specs/)")
@@ -96,3 +97,15 @@ class Loader:
 
     def top_level_blocks(self) -> list[Block]:
         return [s for m in self.modules.values() for s in m.statements if isinstance(s, Block)]
+
+
+def _specs_under(folder: Path) -> list[str]:
+    """The .pim files under `folder`, for a did-you-mean; bounded by the entries looked at, since a
+    spec may sit in a home folder or in /."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(folder):
+        seen += len(dirs) + len(files)
+        found += [os.path.relpath(os.path.join(root, f), folder) for f in files if f.endswith(SPEC_SUFFIX)]
+        if seen > NEAR_LIMIT:
+            break
+    return found
