@@ -87,7 +87,7 @@ def load_system(args, steps: int | None = None):
         print(f"{args.file}: error: system '{system.name}' has no model\n  hint: add `model = NAME;` to it",
               file=sys.stderr)
         return None, diags
-    if not within_budget(run_estimate(system, steps), args.max_work, args.file):
+    if not within_budget(run_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags
 
