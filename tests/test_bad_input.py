@@ -271,3 +271,9 @@ def test_values_a_model_divides_by_are_checked_at_the_field(capsys, override, lo
 def test_a_bad_parallelism_parameter_points_at_its_field(capsys):
     code, err = pimc(capsys, "run", NEUPIMS, "--set", 'mapping.params.tp="x"')
     assert code == 1 and "--set mapping.params.tp=\"x\":1:19: error: mapping parameter 'tp'" in err, err
+
+
+def test_a_trace_error_points_at_its_own_field(capsys, files):
+    trace = files("t.trace", "0x0 READ 5\n0x0 READ 0\n")          # the cycle, not the 0 inside 0x0
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3")
+    assert code == 1 and "t.trace:2:10: error: arrival cycle 0 goes backwards" in err, err

@@ -12,6 +12,7 @@ Formats (reference README section 10):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,9 +82,14 @@ class _Checker:
         self.last_arrival = 0
         self.requests = 0
 
-    def bad(self, i, text, token, message, hint=""):
-        col = text.find(token) + 1 if token and token in text else 1
-        return TraceError(self.path, i + 1, col, message, text, hint)
+    def bad(self, i, text, where, message, hint=""):
+        """An error at line i, under the field `where` (its text, or its index; "" for the line)."""
+        fields = list(re.finditer(r"\S+", text))
+        if isinstance(where, int):
+            at = fields[where] if fields else None
+        else:
+            at = next((f for f in fields if where and f.group() == where), None)
+        return TraceError(self.path, i + 1, at.start() + 1 if at else 1, message, text, hint)
 
     def address(self, i, text, token, value) -> int:
         capacity = self.memory.capacity_bytes
@@ -95,11 +101,11 @@ class _Checker:
                            "is the trace meant for a larger memory? check --memory")
         return value
 
-    def arrival(self, i, text, token, value) -> int:
+    def arrival(self, i, text, value) -> int:
         if value < 0:
-            raise self.bad(i, text, token, f"arrival cycle {value} is negative", "cycles count from 0")
+            raise self.bad(i, text, 2, f"arrival cycle {value} is negative", "cycles count from 0")
         if value < self.last_arrival:
-            raise self.bad(i, text, token, f"arrival cycle {value} goes backwards (the request before "
+            raise self.bad(i, text, 2, f"arrival cycle {value} goes backwards (the request before "
                            f"arrives at {self.last_arrival})", "sort the trace by arrival cycle")
         self.last_arrival = value
         return value
@@ -110,7 +116,7 @@ class _Checker:
         if trace_work(self.requests, self.last_arrival) > self.max_work:
             estimate = trace_estimate(self.requests, self.last_arrival)
             refusal = estimate.refusal(self.max_work)
-            raise self.bad(i, text, text.split()[-1], refusal,
+            raise self.bad(i, text, -1, refusal,
                            f"check the arrival cycles, or raise the limit with --max-work {estimate.work * 2:.2g}")
 
 
@@ -131,9 +137,9 @@ def _dramsim3(check: _Checker, lines):
         try:
             cycle = int(cyc)
         except ValueError:
-            raise check.bad(i, text, cyc, f"'{cyc}' is not a decimal cycle", "write the arrival cycle, e.g. 0") from None
+            raise check.bad(i, text, 2, f"'{cyc}' is not a decimal cycle", "write the arrival cycle, e.g. 0") from None
         addrs.append(check.address(i, text, a, address))
-        arrival.append(check.arrival(i, text, cyc, cycle))
+        arrival.append(check.arrival(i, text, cycle))
         writes.append(op in DRAMSIM3_WRITES)
         check.count(i, text)
     return _decode(check, addrs, writes, arrival)
