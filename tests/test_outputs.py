@@ -119,6 +119,15 @@ def test_an_interrupted_write_leaves_nothing_and_a_killed_ones_temporaries_are_c
         Path(folder, "summary.json").write_text("{}")
     assert target.read_text() == "new" and (tmp_path / "out" / "summary.json").exists()
     assert leftovers(tmp_path) == [live.name]
+    # killed between moving the old output aside and moving the new one in: the old one comes back
+    os.rename(tmp_path / "out", tmp_path / f".out.pimc-tmp-{dead}-old-xyz")
+    with atomic_file(tmp_path / "out.txt"):
+        pass                                                          # a write elsewhere: not this target
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_folder(tmp_path / "out"):
+            raise KeyboardInterrupt
+    assert (tmp_path / "out" / "summary.json").exists() and leftovers(tmp_path) == [live.name]
 
 
 @pytest.mark.parametrize("option", ["--timeline", "--command-trace", "-o"])

@@ -3,7 +3,9 @@
 Everything is built beside its target under a hidden name that carries the writer's process id
 (`.NAME.pimc-tmp-PID-XXXX`) and renamed over the target at the end. A failure or Ctrl-C removes
 the temporary; a run killed outright leaves it, and the next write beside the same target removes
-every such temporary whose process is gone.
+every such temporary whose process is gone. A folder is swapped by two renames (the old one aside,
+the new one in); a run killed between the two leaves the old folder aside, and the next write
+puts it back before anything else.
 """
 from __future__ import annotations
 
@@ -40,9 +42,15 @@ def clean_stale(target: Path) -> None:
     for path in siblings:
         if not path.name.startswith(prefix):
             continue
-        pid = path.name[len(prefix):].split("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() and not path.is_symlink() else path.unlink()
+        pid, _, rest = path.name[len(prefix):].partition("-")
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        if rest.startswith("old-") and not target.exists():
+            os.rename(path, target)            # killed between the two renames of a swap: the old output is back
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
 
 
 def _usual_mode(path: str, mode: int) -> None:
@@ -73,11 +81,11 @@ def atomic_folder(path):
     file of the old d survives). An existing d is replaced only if it is empty or a pimc output
     (it has `summary.json`), so that `-o ~` never deletes a home folder."""
     target = Path(os.path.abspath(path))
+    clean_stale(target)
     if target.exists() and not is_replaceable(target):
         raise FileExistsError(f"{path} exists and is not an output folder of pimc (no summary.json); "
                               "choose another folder or remove it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    clean_stale(target)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{_prefix(target)}{os.getpid()}-"))
     old = None
     try:
