@@ -8,18 +8,21 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
   requests.trace  the host kernels' weight reads as a DRAMsim3 request trace
                   (at most --max-requests lines; summary.json says if cut)
   graph.json, graph.dot   the op graph
-and DIR/summary.json. Everything is written into a temporary folder first
-and moved into DIR at the end: a failed or interrupted compile leaves DIR
-as it was.
+and DIR/summary.json. Everything is written into a temporary folder beside
+DIR that replaces DIR as a whole at the end (emit/atomic.py): a failed or
+interrupted compile leaves DIR as it was, and no file of an earlier compile
+survives in it. Pass times go to stderr (--time-passes), never into the
+folder, so that identical compiles give identical folders.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import shutil
-import tempfile
+import sys
 from collections import Counter
 
+from ..emit.atomic import atomic_folder
 from ..emit.streams import request_lines, structured_lines, timed_lines
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
@@ -37,12 +40,23 @@ def add_parser(sub) -> None:
     p.add_argument("--graph", action="store_true", help="write only the op graphs (JSON and DOT) and the summary")
     p.add_argument("--unroll", action="store_true",
                    help="write every PIM command with its exactly timed issue cycle (large for whole models)")
-    p.add_argument("--max-requests", type=int, default=100_000, metavar="N",
+    p.add_argument("--max-requests", type=count, default=100_000, metavar="N",
                    help="lines of requests.trace per step (default 100000)")
 
 
+def count(text: str) -> int:
+    """An argparse type: a whole number >= 0; anything else is a usage error (exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a count (a whole number >= 0)")
+    return value
+
+
 def run(args) -> int:
-    system, diags = load_system(args)
+    system, diags = load_system(args, steps=2)
     if system is None:
         return 1
     manager = pass_manager(args)
@@ -54,20 +68,17 @@ def run(args) -> int:
             steps.append(compile_step(system, "decode", batch, 1, input_len, manager))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
-    parent = os.path.dirname(os.path.abspath(args.output))
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=parent, prefix=".pimc-compile-")
+    summary = {"system": system.name, "model": system.model.name, "steps": {}, "memory_bytes": memory_bytes(*steps)}
     try:
-        summary = {"system": system.name, "model": system.model.name, "steps": {},
-                   "memory_bytes": memory_bytes(*steps)}
-        for program in steps:
-            summary["steps"][program.phase] = _write_step(program, os.path.join(tmp, program.phase), args)
-        summary["pass_times_s"] = dict(manager.times_s)
-        with open(os.path.join(tmp, "summary.json"), "w") as out:
-            json.dump(summary, out, indent=2)
-        _move_into(tmp, args.output)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with atomic_folder(args.output) as tmp:
+            for program in steps:
+                summary["steps"][program.phase] = _write_step(program, os.path.join(tmp, program.phase), args)
+            # no wall-clock pass times here: two identical compiles give identical folders
+            with open(os.path.join(tmp, "summary.json"), "w") as out:
+                json.dump(summary, out, indent=2)
+    except OSError as exc:
+        print(f"pimc compile: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     if args.time_passes:
         print_pass_times(manager.times_s)
     print(f"wrote {args.output}: " + ", ".join(f"{p}: {s['pim_ops']} PIM ops ({s['pim_commands']} commands), "
@@ -119,17 +130,3 @@ def _write_step(program: Program, folder: str, args) -> dict:
         info["requests_total"] = total
         info["requests_written"] = min(total, args.max_requests)
     return info
-
-
-def _move_into(tmp: str, target: str) -> None:
-    if not os.path.exists(target):
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)          # mkdtemp creates 0700
-        os.rename(tmp, target)
-        return
-    for root, _, files in os.walk(tmp):
-        dest = os.path.join(target, os.path.relpath(root, tmp))
-        os.makedirs(dest, exist_ok=True)
-        for f in files:
-            os.replace(os.path.join(root, f), os.path.join(dest, f))

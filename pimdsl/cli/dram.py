@@ -14,6 +14,7 @@ from ..interpreter.dram_tables import EngineError
 from ..interpreter.memory_system import replay
 from ..interpreter.traces import FORMATS, TraceError, read_trace
 from .loading import load_reported
+from .system import add_max_work, output_file
 
 
 def add_parser(sub) -> None:
@@ -23,13 +24,14 @@ def add_parser(sub) -> None:
     p.add_argument("--trace", required=True, metavar="TRACE", help="request trace file")
     p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--command-trace", metavar="OUT", help="also write every issued command, one per line")
+    p.add_argument("--command-trace", metavar="OUT", type=output_file, help="also write every issued command, one per line")
+    add_max_work(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
 
 
 def run(args) -> int:
-    spec = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)
@@ -39,7 +41,10 @@ def run(args) -> int:
               + (did_you_mean(args.memory, names, "memories") or "this file declares no memory"), file=sys.stderr)
         return 1
     try:
-        trace = read_trace(args.trace, memory, args.trace_format)
+        trace = read_trace(args.trace, memory, args.trace_format, args.max_work)
+        if not len(trace):
+            print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
+            return 0
         result = replay(memory, trace, record_commands=bool(args.command_trace))
     except TraceError as exc:
         print(exc.render(), file=sys.stderr)
@@ -48,8 +53,12 @@ def run(args) -> int:
         print(f"{args.file}: error: memory '{memory.name}': {exc}", file=sys.stderr)
         return 1
     if args.command_trace:
-        write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name, commands=result.command_log,
-                     tck_ns=memory.part.tck_s * 1e9)
+        try:
+            write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name,
+                         commands=result.command_log, tck_ns=memory.part.tck_s * 1e9)
+        except OSError as exc:
+            print(f"pimc dram: error: cannot write {args.command_trace}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     out = result.to_json()
     if args.json:
         print(json.dumps(out, indent=2))

@@ -1,13 +1,25 @@
-"""Loading a spec for a `pimc` command: diagnostics go to stderr, None means exit 1."""
+"""Loading a spec for a `pimc` command: diagnostics go to stderr, a None spec means exit 1."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from ..frontend.pipeline import load_spec
 
 
+class NothingToDo(Exception):
+    """The spec declares nothing: `pimc` says so and exits 0."""
+
+
 def load_reported(path: str, overrides=()):
+    """(spec or None, diagnostics), the diagnostics printed; NothingToDo for an empty spec."""
     spec, diags = load_spec(path, list(overrides))
     if diags.items:
         print(diags.render_all(), file=sys.stderr)
-    return spec
+    if spec is not None and declares_nothing(spec):
+        raise NothingToDo(f"{path}: nothing to do: the file declares nothing")
+    return spec, diags
+
+
+def declares_nothing(spec) -> bool:
+    return not any(getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "root")

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
 from . import compile as compile_cmd, dram, run as run_cmd, sweep
-from .loading import load_reported
+from .loading import NothingToDo, declares_nothing, load_reported
 from .show import spec_to_json
 
 
@@ -50,13 +52,15 @@ def cmd_check(args) -> int:
         if diags.errors:
             status = 1
             print(f"{path}: {len(diags.errors)} error(s), {len(diags.warnings)} warning(s)", file=sys.stderr)
+        elif declares_nothing(spec):
+            print(f"{path}: ok (nothing to check: the file declares nothing)")
         else:
             print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
     return status
 
 
 def cmd_show(args) -> int:
-    spec = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
     if args.json:
@@ -70,10 +74,18 @@ COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run, "run": run_c
             "compile": compile_cmd.run, "sweep": sweep.run}
 
 
+def _terminated(signum, frame):
+    raise KeyboardInterrupt        # unwind as Ctrl-C does, so that temporary outputs are removed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         return COMMANDS[args.command](args)
+    except NothingToDo as exc:
+        print(exc, file=sys.stderr)
+        return 0
     except KeyboardInterrupt:
         print("pimc: interrupted", file=sys.stderr)
         return 130
@@ -86,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pimc: internal error: {type(exc).__name__}: {exc}\n"
               "  this is a bug in pimc; set PIMDSL_DEBUG=1 for the traceback and report it", file=sys.stderr)
         return 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

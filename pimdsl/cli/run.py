@@ -11,14 +11,15 @@ step (PIM-SHERPA Fig. 11).
 from __future__ import annotations
 
 import json
-import os
 import sys
 
+from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
+from ..serving.requests import RequestsError
 from ..serving.neupims_serving import is_serving_strategy, simulate
-from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
+from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
 
 
 def add_parser(sub) -> None:
@@ -26,7 +27,7 @@ def add_parser(sub) -> None:
     add_common(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
-    p.add_argument("--timeline", metavar="FILE", help="write the schedule as a Chrome/Perfetto trace (JSON)")
+    p.add_argument("--timeline", metavar="FILE", type=output_file, help="write the schedule as a Chrome/Perfetto trace (JSON)")
     p.add_argument("--timeline-layer", metavar="N", type=int,
                    help="with --timeline: only decoder layer N of the prefill step")
 
@@ -57,6 +58,9 @@ def run(args) -> int:
                                 timeline=bool(args.timeline))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
+    except RequestsError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
     finally:
         if bar is not None:
             bar.stop()
@@ -66,7 +70,11 @@ def run(args) -> int:
         intervals = result.intervals
         if args.timeline_layer is not None and not serving:
             intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
-        _write_json(args.timeline, chrome_trace(per_thread(intervals)))
+        try:
+            _write_json(args.timeline, chrome_trace(per_thread(intervals)))
+        except OSError as exc:
+            print(f"pimc run: error: cannot write {args.timeline}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
     report = result.report
     if args.json:
         print(json.dumps(report, indent=2))
@@ -84,7 +92,5 @@ def run(args) -> int:
 
 
 def _write_json(path: str, data) -> None:
-    tmp = f"{path}.pimc-tmp"
-    with open(tmp, "w") as out:
+    with atomic_file(path) as out:
         json.dump(data, out)
-    os.replace(tmp, path)

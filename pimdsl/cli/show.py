@@ -13,6 +13,8 @@ def to_json(value):
             item = getattr(value, f.name)
             if isinstance(item, Span):
                 out["source"] = str(item)
+            elif not f.repr:                 # source bookkeeping (e.g. where each param is set)
+                continue
             else:
                 out[f.name] = to_json(item)
         return out

@@ -41,6 +41,7 @@ import csv
 import io
 import itertools
 import json
+import math
 import os
 import re
 import shlex
@@ -48,12 +49,15 @@ import sys
 from concurrent.futures import as_completed
 from contextlib import redirect_stderr
 
+from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean
+from ..interpreter.budget import DEFAULT_MAX_WORK
 from ..interpreter.run import run_system
 from ..passes.program import CompileError
 from .executors import ClusterError, open_executor
-from .system import load_system, report_compile_error
+from .system import add_max_work, load_system, output_file, report_compile_error
 
+MAX_GRID_POINTS = 10_000              # each point is a whole `pimc run`
 _RANGE = re.compile(r"^\s*(-?\d+)\s*:\s*(-?\d+)\s*:\s*(-?\d+)\s*$")
 
 
@@ -70,8 +74,8 @@ def add_parser(sub) -> None:
                    metavar="PATH=V1,V2,...",
                    help="a grid axis: values separated by commas, or START:STOP:STEP (integers, STOP "
                         "included); repeat for more axes")
-    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", help="the CSV to write")
-    p.add_argument("--plot", metavar="OUT.png", help="also plot --y against --x into this image")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.csv", type=output_file, help="the CSV to write")
+    p.add_argument("--plot", metavar="OUT.png", type=output_file, help="also plot --y against --x into this image")
     p.add_argument("--x", metavar="COL", help="the plot's x column")
     p.add_argument("--y", metavar="COL[,COL...]", help="the plot's y column(s), comma-separated")
     p.add_argument("--series", metavar="COL", help="one line per distinct value of this column")
@@ -84,6 +88,7 @@ def add_parser(sub) -> None:
     where.add_argument("--cluster", metavar="CLUSTER.yaml",
                        help="start a dask-jobqueue cluster (SLURM, PBS, ...) from this file and run the points there")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
+    add_max_work(p)
     p.set_defaults(usage_error=p.error)
 
 
@@ -106,8 +111,16 @@ def _grid_axis(text: str) -> tuple[str, list[str]]:
             raise argparse.ArgumentTypeError(
                 f"range '{item}' of {path} is empty: START:STOP:STEP needs STEP != 0 going from START "
                 f"towards STOP (e.g. 64:192:32)")
+        count = (stop - start) // step + 1        # counted before expanding: 1:1000000000:1 is a billion points
+        if len(out) + count > MAX_GRID_POINTS:
+            raise argparse.ArgumentTypeError(_too_many(f"--grid {path}", len(out) + count))
         out.extend(str(v) for v in range(start, stop + (1 if step > 0 else -1), step))
     return path, out
+
+
+def _too_many(what: str, points: int) -> str:
+    return (f"{what} would have {points:,} points, past the limit of {MAX_GRID_POINTS:,}; "
+            "use a coarser STEP or split the sweep")
 
 
 def _split_values(text: str) -> list[str]:
@@ -124,12 +137,14 @@ def _split_values(text: str) -> list[str]:
     return items
 
 
-def run_point(file: str, system: str | None, overrides: list[str], exact: bool) -> tuple[bool, dict | str]:
+def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
+              max_work: float = DEFAULT_MAX_WORK) -> tuple[bool, dict | str]:
     """One grid point, as `pimc run --json` would: (True, report) or (False, its diagnostic text)."""
     captured = io.StringIO()
     with redirect_stderr(captured):
         try:
-            loaded, diags = load_system(argparse.Namespace(file=file, system=system, overrides=overrides))
+            loaded, diags = load_system(argparse.Namespace(file=file, system=system, overrides=overrides,
+                                                           max_work=max_work))
             if loaded is None:
                 return False, captured.getvalue()
             try:
@@ -137,6 +152,7 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool) 
             except CompileError as exc:
                 report_compile_error(exc, diags, file)
                 return False, captured.getvalue()
+
         except Exception as exc:                  # a bug in pimc: one failed point, not a lost sweep
             if os.environ.get("PIMDSL_DEBUG"):
                 raise
@@ -147,7 +163,8 @@ def run(args) -> int:
     axes = args.grid
     _check_usage(args, axes)
     # the spec must load with the fixed values alone, or every point would fail the same way
-    base, _ = load_system(argparse.Namespace(file=args.file, system=args.system, overrides=args.overrides))
+    base, _ = load_system(argparse.Namespace(file=args.file, system=args.system, overrides=args.overrides,
+                                             max_work=args.max_work))
     if base is None:
         return 1
     points = [[f"{path}={value}" for (path, _), value in zip(axes, combo)]
@@ -160,7 +177,8 @@ def run(args) -> int:
 
     header, rows = _table([path for path, _ in axes], points, results)
     try:
-        _write_atomic(args.output, lambda out: _write_csv(out, header, rows), newline="")
+        with atomic_file(args.output, newline="") as out:
+            _write_csv(out, header, rows)
     except OSError as exc:
         print(f"pimc sweep: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -181,6 +199,9 @@ def run(args) -> int:
 
 
 def _check_usage(args, axes) -> None:
+    points = math.prod(len(values) for _, values in axes)
+    if points > MAX_GRID_POINTS:
+        args.usage_error(_too_many("the grid", points))
     paths = [path for path, _ in axes]
     for path in paths:
         if paths.count(path) > 1:
@@ -191,9 +212,6 @@ def _check_usage(args, axes) -> None:
             args.usage_error(f"{path} is both --set and --grid; drop the --set")
     if args.jobs < 1:
         args.usage_error("-j needs at least 1 worker")
-    folder = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(folder):
-        args.usage_error(f"-o {args.output}: folder {folder} does not exist")
     plot_options = [name for name in ("x", "y", "series", "logy") if getattr(args, name)]
     if not args.plot:
         if plot_options:
@@ -201,9 +219,6 @@ def _check_usage(args, axes) -> None:
         return
     if not args.x or not args.y:
         args.usage_error("--plot needs --x COL and --y COL[,COL...]")
-    folder = os.path.dirname(os.path.abspath(args.plot))
-    if not os.path.isdir(folder):
-        args.usage_error(f"--plot {args.plot}: folder {folder} does not exist")
     _pyplot()
     from matplotlib.backend_bases import FigureCanvasBase
     supported = FigureCanvasBase.get_supported_filetypes()
@@ -215,8 +230,8 @@ def _check_usage(args, axes) -> None:
 def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
     """Every point's result, in grid order, whatever order they finish in."""
     results: list = [None] * len(points)
-    jobs = min(args.jobs, len(points))
-    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact)
+    jobs = min(args.jobs, len(points), 4 * (os.cpu_count() or 1))     # -j 100000 must not fork that many
+    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact, args.max_work)
     remote = args.scheduler is not None or args.cluster is not None
     if jobs == 1 and not remote:                  # no pool: same worker, easier to debug
         bar, done = _progress(len(points))
@@ -302,18 +317,6 @@ def _write_csv(out, header: list[str], rows: list[dict]) -> None:
     writer.writerows(rows)
 
 
-def _write_atomic(path: str, write, mode: str = "w", **open_args) -> None:
-    """Write through a temporary file beside PATH, then rename: PATH is whole or untouched."""
-    tmp = f"{path}.pimc-tmp"
-    try:
-        with open(tmp, mode, **open_args) as out:
-            write(out)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
 def _pyplot():
     import matplotlib
     matplotlib.use("Agg")
@@ -364,7 +367,8 @@ def _plot(args, header: list[str], rows: list[dict]) -> int:
     ax.legend(fontsize="small")
     fig.tight_layout()
     try:
-        _write_atomic(args.plot, lambda out: fig.savefig(out, format=_plot_format(args.plot)), mode="wb")
+        with atomic_file(args.plot, "wb") as out:
+            fig.savefig(out, format=_plot_format(args.plot))
     except OSError as exc:
         print(f"pimc sweep: error: cannot write {args.plot}: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -1,12 +1,17 @@
-"""Shared by `pimc run` and `pimc compile`: load a spec, pick its system, report compile errors."""
+"""Shared by the `pimc` commands: their common options, loading a spec and picking its system within
+the work limit (`--max-work`), and reporting compile errors."""
 from __future__ import annotations
 
+import argparse
+import math
+import os
 import sys
 
 from ..frontend.diagnostics import Diagnostics, did_you_mean
-from ..frontend.pipeline import load_spec
+from ..interpreter.budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
 from ..passes.program import CompileError
+from .loading import load_reported
 
 
 def add_common(p) -> None:
@@ -18,13 +23,49 @@ def add_common(p) -> None:
                    choices=[*PASS_NAMES, "all"], help="print the IR after this pass (repeatable, or all)")
     p.add_argument("--time-passes", action="store_true", help="print each pass's time on stderr")
     p.add_argument("--verify", action="store_true", help="check the IR after every pass")
+    add_max_work(p)
 
 
-def load_system(args):
-    """(system, diagnostics), or (None, _) after printing why there is none."""
-    spec, diags = load_spec(args.file, list(args.overrides))
-    if diags.items:
-        print(diags.render_all(), file=sys.stderr)
+def add_max_work(p) -> None:
+    p.add_argument("--max-work", type=positive_number, default=DEFAULT_MAX_WORK, metavar="N",
+                   help=f"refuse runs estimated past N units of work (default {DEFAULT_MAX_WORK:.0e})")
+
+
+def positive_number(text: str) -> float:
+    """An argparse type: a number above zero (`1e9` allowed); anything else is a usage error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive number")
+    return value
+
+
+def output_file(text: str) -> str:
+    """An argparse type: a file pimc may write (its folder exists, it is not a folder), checked
+    before any work so that a typo costs no run."""
+    folder = os.path.dirname(os.path.abspath(text))
+    if not os.path.isdir(folder):
+        raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist")
+    if os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    return text
+
+
+def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
+    """False after saying why, when the estimated work is past `--max-work`."""
+    refusal = estimate.refusal(max_work)
+    if refusal:
+        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} "
+              f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}", file=sys.stderr)
+    return refusal is None
+
+
+def load_system(args, steps: int | None = None):
+    """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
+    op graphs the command builds (default: the whole workload's), for the work estimate."""
+    spec, diags = load_reported(args.file, args.overrides)
     if spec is None:
         return None, diags
     systems = spec.systems
@@ -45,6 +86,8 @@ def load_system(args):
     if system.model is None:
         print(f"{args.file}: error: system '{system.name}' has no model\n  hint: add `model = NAME;` to it",
               file=sys.stderr)
+        return None, diags
+    if not within_budget(run_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags
 

@@ -6,6 +6,7 @@ from functools import lru_cache
 import jinja2
 
 from ..frontend.resources import codegen_dir
+from .atomic import atomic_file
 
 
 @lru_cache(maxsize=None)
@@ -21,21 +22,7 @@ def render(template: str, **context) -> str:
 
 
 def write_atomic(path, template: str, **context) -> None:
-    """Stream a template into `path` through a temporary file, so that a failure or an
-    interruption leaves no half-written file (ARCHITECTURE.md, pimc compile contract)."""
-    import os
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".pimc-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as out:
-            for chunk in environment().get_template(template).generate(**context):
-                out.write(chunk)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)          # mkstemp creates 0600; give the file the usual mode
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Stream a template into `path` atomically (ARCHITECTURE.md, pimc compile contract)."""
+    with atomic_file(path) as out:
+        for chunk in environment().get_template(template).generate(**context):
+            out.write(chunk)

@@ -428,7 +428,7 @@ class HardwareBuilder:
         threads_node = r.block("threads")
         if threads_node is not None:
             tr = Reader(self.ev, threads_node)
-            threads = {name: tr.integer(name, minimum=0) for name in threads_node.fields}
+            threads = {name: tr.integer(name) for name in threads_node.fields}   # a pool of 0 threads runs nothing
             tr.finish()
         arrays, vectors = r.block("systolic_array"), r.block("vector_unit")
         sa = Reader(self.ev, arrays) if arrays is not None else None

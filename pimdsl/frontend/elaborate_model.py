@@ -167,17 +167,18 @@ class ModelBuilder:
                 pr = Reader(self.ev, sub)
                 placement[phase] = {name: pr.choice(name, self._devices()) for name in sub.fields}
                 pr.finish()
-        params = {}
+        params, param_spans = {}, {}
         params_node = r.block("params")
         if params_node is not None:
             pr = Reader(self.ev, params_node)
+            param_spans = {name: pr.span(name) for name in params_node.fields}
             for name, value in pr.open_fields().items():
                 params[name] = value.value if isinstance(value, Quantity) else getattr(value, "name", value)
             for name, stmt in params_node.fields.items():
                 if isinstance(params.get(name), Node):
                     params[name] = params[name].name
             pr.finish(open_schema=True)
-        out = Mapping(node.name, strategy, strategies, placement, params, node.span)
+        out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans)
         r.finish()
         return out
 

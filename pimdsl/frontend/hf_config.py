@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
+
 # Families whose HuggingFace config class defaults tie_word_embeddings to False.
 UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "gptj", "qwen2"}
 ENCODER_TYPES = {"bert", "roberta", "vit", "deberta", "electra", "distilbert"}
@@ -30,10 +32,12 @@ def _first(cfg: dict, *names, default=None):
 
 
 def load_hf_config(path: Path) -> dict:
+    if path.suffix != ".json":
+        raise ConfigError(f"'{path.name}' is not a .json file")
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"cannot read '{path}': {exc.strerror or exc}") from None
+        cfg = json.loads(read_input(path, "config.json", SPEC_LIMIT_BYTES).decode("utf-8"))
+    except InputFileError as exc:
+        raise ConfigError(f"'{path.name}': {exc.message}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"'{path.name}' is not valid JSON: {exc}") from None
     if not isinstance(cfg, dict):

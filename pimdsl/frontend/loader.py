@@ -15,6 +15,10 @@ from .resources import specs_dir
 from .syntax import Block, Import, parse_source, read_source
 
 
+SPEC_SUFFIX = ".pim"
+NEAR_LIMIT = 20_000          # entries looked at per folder for a did-you-mean
+
+
 @dataclass(frozen=True)
 class Module:
     path: Path
@@ -51,6 +55,10 @@ class Loader:
         if path in self.modules:
             return self.modules[path]
         shown = display_path(path)
+        if path.suffix != SPEC_SUFFIX:          # never parse (and so never echo) a file that is not a spec
+            self.diags.error(f"'{shown}' is not a {SPEC_SUFFIX} spec file", at or Span(shown, 1, 1),
+                             f"pimc reads and imports {SPEC_SUFFIX} files only")
+            return None
         try:
             text = read_source(path, shown, self.diags, at)
             statements = parse_source(text, shown, self.diags)
@@ -70,6 +78,10 @@ class Loader:
         return module
 
     def resolve_import(self, stmt: Import, here: Path) -> Path | None:
+        if not stmt.path.endswith(SPEC_SUFFIX):
+            self.diags.error(f"imports name {SPEC_SUFFIX} spec files only, not \"{stmt.path}\"", stmt.span,
+                             f"write e.g. `import \"dram/ddr4{SPEC_SUFFIX}\";`")
+            return None
         for folder in [here] + library_path():
             candidate = folder / stmt.path
             if candidate.is_file():
@@ -77,7 +89,7 @@ class Loader:
         near = []
         for folder in [here] + library_path():
             if folder.is_dir():
-                near += [str(p.relative_to(folder)) for p in folder.rglob("*.pim")]
+                near += _specs_under(folder)
         self.diags.error(f"cannot find the imported file \"{stmt.path}\"", stmt.span,
                          did_you_mean(stmt.path, near, "files") +
                          " (imports are relative to this file, then the bundled specs/)")
@@ -85,3 +97,15 @@ class Loader:
 
     def top_level_blocks(self) -> list[Block]:
         return [s for m in self.modules.values() for s in m.statements if isinstance(s, Block)]
+
+
+def _specs_under(folder: Path) -> list[str]:
+    """The .pim files under `folder`, for a did-you-mean; bounded by the entries looked at, since a
+    spec may sit in a home folder or in /."""
+    found, seen = [], 0
+    for root, dirs, files in os.walk(folder):
+        seen += len(dirs) + len(files)
+        found += [os.path.relpath(os.path.join(root, f), folder) for f in files if f.endswith(SPEC_SUFFIX)]
+        if seen > NEAR_LIMIT:
+            break
+    return found

@@ -17,6 +17,8 @@ from .nodes import Node
 from .syntax import ListExpr, Ref
 
 MISSING = object()
+MAX_INTEGER = 2**53                      # whole numbers past this are not exact as floats
+RATES = (U.FREQUENCY, U.BANDWIDTH, U.FLOPS, U.DATA_RATE)
 FAILED = object()      # the field is there but its value has an error (already reported)
 
 
@@ -81,6 +83,14 @@ class Reader:
             self.fail(f"{what} was expected for '{name}', this is {value.dimension}", name,
                       _unit_hint(allowed[0]))
             return default if default is not MISSING else None
+        if not math.isfinite(value.value):
+            self.fail(f"'{name}' must be a finite number, not {value.value}", name)
+            return default if default is not MISSING else None
+        if value.dims in RATES and value.value <= 0:
+            # every model divides by a rate: a zero bandwidth or clock is a mistake, never "infinitely slow"
+            self.fail(f"'{name}' must be positive, not {value.value:g} ({U.dimension_name(value.dims)})", name,
+                      "a bandwidth, clock or compute rate above zero")
+            return default if default is not MISSING else None
         return value if len(allowed) > 1 else value.value
 
     def _wrong_type(self, name, value, what):
@@ -100,6 +110,10 @@ class Reader:
             return default if default is not MISSING else 1
         if minimum is not None and value < minimum:
             self.fail(f"'{name}' must be at least {minimum}, not {int(value)}", name)
+        if abs(value) > MAX_INTEGER:
+            self.fail(f"'{name}' is {value:.3g}, past the largest count pimc takes (2^53)", name,
+                      "counts, sizes and lengths must be exact in a double (at most 2^53)")
+            return default if default is not MISSING else 1
         return int(value)
 
     def number(self, name: str, default=MISSING) -> float:
@@ -107,11 +121,21 @@ class Reader:
 
     def bits(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default, "a width in bits (e.g. 64 bit)")
-        return value if value is None or value is default else int(round(value * 8))
+        if value is None or value is default:
+            return value
+        if not 0 < value * 8 <= MAX_INTEGER:
+            self.fail(f"'{name}' must be a positive width, not {value * 8:g} bit", name, "e.g. 64 bit")
+            return default if default is not MISSING else None
+        return int(round(value * 8))
 
     def bytes(self, name: str, default=MISSING) -> int:
         value = self.quantity(name, U.BYTES, default)
-        return value if value is None or value is default else int(round(value))
+        if value is None or value is default:
+            return value
+        if abs(value) > MAX_INTEGER:
+            self.fail(f"'{name}' is {value:.3g} B, past the largest size pimc takes (2^53 B)", name)
+            return default if default is not MISSING else 0
+        return int(round(value))
 
     def flag(self, name: str, default=MISSING) -> bool:
         value = self._raw(name)

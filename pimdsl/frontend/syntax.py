@@ -14,6 +14,7 @@ from pathlib import Path
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
+from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from .diagnostics import Diagnostics, SpecError, Span
 from .resources import grammar_path
 
@@ -351,12 +352,9 @@ def read_source(path: Path, shown: str, diags: Diagnostics, at: Span | None = No
     """Read a spec file as text, or record why it cannot be read."""
     where = at or Span(shown, 1, 1)
     try:
-        data = path.read_bytes()
-    except IsADirectoryError:
-        raise diags.error(f"'{shown}' is a directory, not a spec file", where) from None
-    except OSError as exc:
-        raise diags.error(f"cannot read '{shown}': {exc.strerror or exc}", where,
-                          "check the path; imports are relative to the importing file") from None
+        data = read_input(path, "spec file", SPEC_LIMIT_BYTES)
+    except InputFileError as exc:
+        raise diags.error(exc.message, where, exc.hint or "imports are relative to the importing file") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -19,7 +19,7 @@ def _param(system: System, name: str) -> int:
     value = system.mapping.params.get(name, 1) if system.mapping else 1
     if not isinstance(value, (int, float)) or value != int(value) or value < 1:
         raise CompileError(f"mapping parameter '{name}' must be a whole number >= 1, got {value!r}",
-                           system.mapping.span)
+                           system.mapping.param_spans.get(name, system.mapping.span))
     return int(value)
 
 

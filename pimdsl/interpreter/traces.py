@@ -12,11 +12,14 @@ Formats ([REFDATA] dram README Sec. 10):
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ..ir.hardware import Memory
+from .budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
 
 DRAMSIM3_WRITES = {"WRITE", "write", "P_MEM_WR", "BOFF"}
 FORMATS = ("dramsim3", "ramulator")
@@ -50,47 +53,100 @@ class Trace:
         return len(self.arrival)
 
 
-def read_trace(path: str, memory: Memory, fmt: str) -> Trace:
+def read_trace(path: str, memory: Memory, fmt: str, max_work: float = DEFAULT_MAX_WORK) -> Trace:
+    """The requests of a trace file, each checked where it stands: a bad one is a TraceError at
+    its line and column. Replays estimated past `max_work` (see budget.py) are refused at the
+    request that crosses the limit."""
     if fmt not in FORMATS:
         raise TraceError(path, 1, 1, f"unknown trace format '{fmt}'", hint="use " + " or ".join(FORMATS))
     try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as exc:
-        raise TraceError(path, 1, 1, f"cannot read the trace: {exc.strerror}") from None
-    if fmt == "dramsim3":
-        return _dramsim3(path, lines, memory)
-    return _ramulator(path, lines, memory)
+        data = read_input(path, "trace", TRACE_LIMIT_BYTES)
+    except InputFileError as exc:
+        raise TraceError(path, 1, 1, exc.message, hint=exc.hint) from None
+    try:
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TraceError(path, line, col, f"byte 0x{data[exc.start]:02x} is not UTF-8 text",
+                         hint="a trace is a text file of requests, one per line") from None
+    reader = _dramsim3 if fmt == "dramsim3" else _ramulator
+    return reader(_Checker(path, memory, max_work), lines)
 
 
-def _bad(path, i, text, token, message, hint):
-    col = text.find(token) + 1 if token and token in text else 1
-    return TraceError(path, i + 1, col, message, text, hint)
+class _Checker:
+    """Checks each request's values as it is read, so that an error points at its line."""
+
+    def __init__(self, path: str, memory: Memory, max_work: float):
+        self.path, self.memory, self.max_work = path, memory, max_work
+        self.last_arrival = 0
+        self.requests = 0
+
+    def bad(self, i, text, where, message, hint=""):
+        """An error at line i, under the field `where` (its text, or its index; "" for the line)."""
+        fields = list(re.finditer(r"\S+", text))
+        if isinstance(where, int):
+            at = fields[where] if fields else None
+        else:
+            at = next((f for f in fields if where and f.group() == where), None)
+        return TraceError(self.path, i + 1, at.start() + 1 if at else 1, message, text, hint)
+
+    def address(self, i, text, token, value) -> int:
+        capacity = self.memory.capacity_bytes
+        if value < 0:
+            raise self.bad(i, text, token, f"address {token} is negative", "addresses are byte offsets from 0")
+        if value >= capacity:
+            raise self.bad(i, text, token, f"address {token} is beyond memory '{self.memory.name}' "
+                           f"({capacity} B, the last address is {capacity - 1:#x})",
+                           "is the trace meant for a larger memory? check --memory")
+        return value
+
+    def arrival(self, i, text, value) -> int:
+        if value < 0:
+            raise self.bad(i, text, 2, f"arrival cycle {value} is negative", "cycles count from 0")
+        if value < self.last_arrival:
+            raise self.bad(i, text, 2, f"arrival cycle {value} goes backwards (the request before "
+                           f"arrives at {self.last_arrival})", "sort the trace by arrival cycle")
+        self.last_arrival = value
+        return value
+
+    def count(self, i, text):
+        """One more request; refused where the replay's estimated work crosses the limit."""
+        self.requests += 1
+        if trace_work(self.requests, self.last_arrival) > self.max_work:
+            estimate = trace_estimate(self.requests, self.last_arrival)
+            refusal = estimate.refusal(self.max_work)
+            raise self.bad(i, text, -1, refusal,
+                           f"check the arrival cycles, or raise the limit with --max-work {estimate.work * 2:.2g}")
 
 
-def _dramsim3(path, lines, memory):
+def _dramsim3(check: _Checker, lines):
     addrs, writes, arrival = [], [], []
     for i, text in enumerate(lines):
         parts = text.split()
         if not parts or parts[0].startswith("#"):
             continue
         if len(parts) != 3:
-            raise _bad(path, i, text, "", f"expected `<hex address> <READ|WRITE> <cycle>`, found {len(parts)} field(s)",
-                       "is this a Ramulator trace? use --trace-format ramulator")
+            raise check.bad(i, text, "", f"expected `<hex address> <READ|WRITE> <cycle>`, found {len(parts)} field(s)",
+                            "is this a Ramulator trace? use --trace-format ramulator")
         a, op, cyc = parts
         try:
-            addrs.append(int(a, 16))
+            address = int(a, 16)
         except ValueError:
-            raise _bad(path, i, text, a, f"'{a}' is not a hexadecimal address", "write e.g. 0x1f40") from None
+            raise check.bad(i, text, a, f"'{a}' is not a hexadecimal address", "write e.g. 0x1f40") from None
         try:
-            arrival.append(int(cyc))
+            cycle = int(cyc)
         except ValueError:
-            raise _bad(path, i, text, cyc, f"'{cyc}' is not a decimal cycle", "write the arrival cycle, e.g. 0") from None
+            raise check.bad(i, text, 2, f"'{cyc}' is not a decimal cycle", "write the arrival cycle, e.g. 0") from None
+        addrs.append(check.address(i, text, a, address))
+        arrival.append(check.arrival(i, text, cycle))
         writes.append(op in DRAMSIM3_WRITES)
-    return _decode(path, memory, addrs, writes, arrival)
+        check.count(i, text)
+    return _decode(check, addrs, writes, arrival)
 
 
-def _ramulator(path, lines, memory):
+def _ramulator(check: _Checker, lines):
+    levels = _levels(check.memory)
     addrs, writes, vectors = [], [], []
     for i, text in enumerate(lines):
         parts = text.split()
@@ -98,25 +154,50 @@ def _ramulator(path, lines, memory):
             continue
         op = parts[0]
         if op not in ("LD", "ST", "R", "W") or len(parts) != 2:
-            raise _bad(path, i, text, op, "expected `LD <addr>`, `ST <addr>`, `R <v0,v1,...>` or `W <...>`",
-                       "is this a DRAMsim3 trace? use --trace-format dramsim3")
-        writes.append(op in ("ST", "W"))
+            raise check.bad(i, text, op, "expected `LD <addr>`, `ST <addr>`, `R <v0,v1,...>` or `W <...>`",
+                            "is this a DRAMsim3 trace? use --trace-format dramsim3")
         value = parts[1]
+        vector = op in ("R", "W")
+        if (vectors if not vector else addrs):
+            raise check.bad(i, text, op, "the trace mixes LD/ST addresses and R/W address vectors",
+                            "use one kind of line in a trace")
         try:
-            if op in ("LD", "ST"):
-                addrs.append(int(value, 0))
-            else:
-                vectors.append([int(v) for v in value.split(",")])
+            numbers = [int(v) for v in value.split(",")] if vector else int(value, 0)
         except ValueError:
-            raise _bad(path, i, text, value, f"'{value}' is not an address", "decimal or 0x hexadecimal") from None
-    if vectors and addrs:
-        raise TraceError(path, 1, 1, "the trace mixes LD/ST addresses and R/W address vectors")
+            raise check.bad(i, text, value, f"'{value}' is not an address",
+                            "a vector of decimal numbers" if vector else "decimal or 0x hexadecimal") from None
+        if vector:
+            vectors.append(_vector(check, i, text, value, numbers, levels))
+        else:
+            addrs.append(check.address(i, text, value, numbers))
+        writes.append(op in ("ST", "W"))
+        check.count(i, text)
     if vectors:
-        return _from_vectors(path, memory, vectors, writes)
-    return _decode(path, memory, addrs, writes, [0] * len(addrs))
+        return _from_vectors(check.memory, levels, vectors, writes)
+    return _decode(check, addrs, writes, [0] * len(addrs))
 
 
-def _decode(path, memory: Memory, addrs, writes, arrival) -> Trace:
+def _levels(memory: Memory) -> dict[str, int]:
+    """The address-vector levels of a Ramulator ReadWriteTrace, in order, with their sizes."""
+    org = memory.organization
+    second = "pseudo_channel" if memory.part.family.startswith("hbm") else "rank"
+    return {"channel": org.channels, second: org.pseudo_channels if second == "pseudo_channel" else org.ranks,
+            "bank_group": org.bank_groups, "bank": org.banks_per_group, "row": org.rows,
+            "column": org.bursts_per_row}
+
+
+def _vector(check: _Checker, i, text, token, numbers, levels) -> list[int]:
+    if len(numbers) != len(levels):
+        raise check.bad(i, text, token, f"an address vector needs {len(levels)} values ({', '.join(levels)}), "
+                        f"this one has {len(numbers)}")
+    for value, (name, size) in zip(numbers, levels.items()):
+        if not 0 <= value < size:
+            raise check.bad(i, text, token, f"{name} {value} is out of range (0..{size - 1})")
+    return numbers
+
+
+def _decode(check: _Checker, addrs, writes, arrival) -> Trace:
+    memory, path = check.memory, check.path
     org = memory.organization
     a = np.array(addrs, dtype=np.uint64)
     bits = memory.address_bits
@@ -137,20 +218,9 @@ def _decode(path, memory: Memory, addrs, writes, arrival) -> Trace:
                  field("column").tolist())
 
 
-def _from_vectors(path, memory: Memory, vectors, writes) -> Trace:
+def _from_vectors(memory: Memory, levels: dict[str, int], vectors, writes) -> Trace:
     org = memory.organization
-    hbm = memory.part.family.startswith("hbm")
-    levels = ("channel", "pseudo_channel" if hbm else "rank", "bank_group", "bank", "row", "column")
-    sizes = {"channel": org.channels, "pseudo_channel": org.pseudo_channels, "rank": org.ranks,
-             "bank_group": org.bank_groups, "bank": org.banks_per_group, "row": org.rows,
-             "column": org.bursts_per_row}
-    v = np.array(vectors, dtype=np.int64) if vectors else np.zeros((0, 6), dtype=np.int64)
-    if v.ndim != 2 or v.shape[1] != len(levels):
-        raise TraceError(path, 1, 1, f"an address vector needs {len(levels)} values ({', '.join(levels)})")
-    for j, name in enumerate(levels):
-        bad = np.nonzero((v[:, j] < 0) | (v[:, j] >= sizes[name]))[0]
-        if len(bad):
-            raise TraceError(path, int(bad[0]) + 1, 1, f"{name} {v[bad[0], j]} is out of range (0..{sizes[name] - 1})")
+    v = np.array(vectors, dtype=np.int64).reshape(len(vectors), len(levels))
     col = dict(zip(levels, v.T))
     pc = col.get("pseudo_channel", np.zeros(len(v), dtype=np.int64))
     ra = col.get("rank", np.zeros(len(v), dtype=np.int64))

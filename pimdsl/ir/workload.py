@@ -62,6 +62,7 @@ class Mapping:
     placement: dict[str, dict[str, str]]    # phase -> op class -> device
     params: dict[str, object]
     span: Span = field(compare=False, repr=False)
+    param_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)   # where each is set
 
 
 @dataclass(frozen=True)

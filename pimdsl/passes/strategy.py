@@ -65,7 +65,12 @@ def param(system: System, name: str) -> float:
         raise CompileError(f"strategy '{strategy_of(system).name}' needs mapping parameter '{name}'",
                            mapping.span if mapping else system.span,
                            f"add `{name} = ...;` (with its source) to the mapping's params block")
-    return float(mapping.params[name])
+    value = mapping.params[name]
+    # every such parameter is a rate, a fraction or a slowdown that the models divide by
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise CompileError(f"mapping parameter '{name}' must be a positive number, got {value!r}",
+                           mapping.param_spans.get(name, mapping.span), "a rate, fraction or slowdown above zero")
+    return float(value)
 
 
 def copy_threads(system: System, host, via: str) -> int:

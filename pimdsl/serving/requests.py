@@ -11,6 +11,7 @@ Input and output lengths are drawn independently: the NeuPIMs paper gives their 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ..ir.workload import Workload
 
 
@@ -111,46 +113,61 @@ def synthetic_requests(dataset_or_distribution: str, n: int, seed: int,
     return [Request(i, int(a), int(b)) for i, (a, b) in enumerate(zip(inputs, outputs))]
 
 
+class RequestsError(ValueError):
+    """Bad rows of a requests CSV: `(line, message)` pairs; str() lists them as `file:line: what`."""
+
+    def __init__(self, path, problems: list[tuple[int, str]]):
+        self.path, self.problems = str(path), problems
+        super().__init__("\n".join(f"{path}:{line}: {message}" for line, message in problems))
+
+    def render(self) -> str:
+        return "\n".join(f"{self.path}:{line}:1: error: {message}" for line, message in self.problems)
+
+
 def load_requests_csv(path: str | Path) -> list[Request]:
     """Requests from a CSV file with the header `input_len,output_len[,arrival]`, one request a row
-    (ids in row order; blank lines skipped). Every bad row is reported in one ValueError, each as
-    `file:line: what is wrong`."""
+    (ids in row order; blank lines skipped). Every bad row is reported in one RequestsError."""
     path = Path(path)
-    errors: list[str] = []
+    errors: list[tuple[int, str]] = []
     requests: list[Request] = []
-    with path.open(newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        columns = [c.strip() for c in header] if header else []
-        if columns not in (["input_len", "output_len"], ["input_len", "output_len", "arrival"]):
-            raise ValueError(f"{path}:1: the header must be 'input_len,output_len' or "
-                             f"'input_len,output_len,arrival', got {','.join(columns)!r}")
-        for row in reader:
-            line = reader.line_num
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(columns):
-                errors.append(f"{path}:{line}: expected {len(columns)} values ({','.join(columns)}), got {len(row)}")
-                continue
-            values, ok = {}, True
-            for name, cell in zip(columns, row):
-                cell = cell.strip()
-                try:
-                    values[name] = float(cell) if name == "arrival" else int(cell)
-                except ValueError:
-                    kind = "a time in seconds" if name == "arrival" else "a whole number of tokens"
-                    errors.append(f"{path}:{line}: {name} {cell!r} is not {kind}")
-                    ok = False
-            if not ok:
-                continue
+    try:
+        text = read_input(path, "requests CSV", TRACE_LIMIT_BYTES).decode("utf-8")
+    except InputFileError as exc:
+        raise RequestsError(path, [(1, exc.message)]) from None
+    except UnicodeDecodeError as exc:
+        raise RequestsError(path, [(1, f"this is not UTF-8 text (bad byte at offset {exc.start})")]) from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    columns = [c.strip() for c in header] if header else []
+    if columns not in (["input_len", "output_len"], ["input_len", "output_len", "arrival"]):
+        raise RequestsError(path, [(1, "the header must be 'input_len,output_len' or "
+                                       f"'input_len,output_len,arrival', got {','.join(columns)!r}")])
+    for row in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(columns):
+            errors.append((line, f"expected {len(columns)} values ({','.join(columns)}), got {len(row)}"))
+            continue
+        values, ok = {}, True
+        for name, cell in zip(columns, row):
+            cell = cell.strip()
             try:
-                requests.append(Request(len(requests), **values))
-            except ValueError as e:
-                errors.append(f"{path}:{line}: {str(e).split(': ', 1)[1]}")
+                values[name] = float(cell) if name == "arrival" else int(cell)
+            except ValueError:
+                kind = "a time in seconds" if name == "arrival" else "a whole number of tokens"
+                errors.append((line, f"{name} {cell!r} is not {kind}"))
+                ok = False
+        if not ok:
+            continue
+        try:
+            requests.append(Request(len(requests), **values))
+        except ValueError as e:
+            errors.append((line, str(e).split(": ", 1)[1]))
     if not requests and not errors:
-        errors.append(f"{path}:{reader.line_num + 1}: the file has no requests")
+        errors.append((reader.line_num + 1, "the file has no requests"))
     if errors:
-        raise ValueError("\n".join(errors))
+        raise RequestsError(path, errors)
     return requests
 
 
