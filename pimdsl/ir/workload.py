@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..frontend.diagnostics import Span
-from .hardware import DramSpec, Link, Memory, PimUnit, Processor
+from .hardware import DramSpec, Link, Memory, PimUnit, Processor, Storage
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5, "fp8": 1}
 
@@ -62,6 +62,7 @@ class Mapping:
     placement: dict[str, dict[str, str]]    # phase -> op class -> device
     params: dict[str, object]
     span: Span = field(compare=False, repr=False)
+    loop: str = "step"            # the registered run loop (pimdsl.loops) that runs this system
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class Workload:
     seed: int
     kv_admission: str             # reserve (Orca: a request's whole life at admission) or on_demand (vLLM)
     span: Span = field(compare=False, repr=False)
+    memory_limit_bytes: int | None = None   # a cap on the device memory a run may occupy (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class System:
     mapping: Mapping | None
     workload: Workload | None
     span: Span = field(compare=False, repr=False)
+    storage: tuple[Storage, ...] = ()     # devices the weights are read from (disk, flash)
 
 
 @dataclass(frozen=True)
@@ -106,3 +109,4 @@ class Spec:
     mappings: dict[str, Mapping]
     workloads: dict[str, Workload]
     systems: dict[str, System]
+    storages: dict[str, Storage] = field(default_factory=dict)
