@@ -17,7 +17,8 @@ cores / busy agents when more are busy than cores), because loading a layer is C
 A loading agent holds one layer buffer: with freeing, it starts its next load once the daemon has
 destroyed its previous layer. So m agents keep at most m layers resident, "one additional layer
 saved in memory" per agent ([PIPELOAD] Sec. V-B-1, Table III); without freeing (PipeSwitch) the
-one loader streams ahead and every layer stays.
+one loader streams ahead and every layer stays; a reload of a layer waits until its kept copy from
+the previous pass has been used, and then replaces it.
 """
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def simulate(jobs: list[Job], policy: Policy, machine: Machine) -> Schedule:
     loaded: set[int] = set()
     resident: dict[int, int] = {}          # key (job, or layer when nothing is freed) -> bytes
     used = 0
+    last_of_layer: dict[int, int] = {}     # a reload waits until the kept copy has been used
     computing, comp_left, comp_start = None, 0.0, 0.0
     while next_compute < n:
         while next_admit < n:              # the daemon: admit in model order while the budget holds
@@ -82,6 +84,9 @@ def simulate(jobs: list[Job], policy: Policy, machine: Machine) -> Schedule:
             add = jobs[g].bytes - resident.get(key, 0)
             if agent_busy[agent] or (policy.budget_bytes is not None and used + add > policy.budget_bytes):
                 break
+            if not policy.free_after_use and last_of_layer.get(jobs[g].layer, -1) >= next_compute:
+                break
+            last_of_layer[jobs[g].layer] = g
             resident[key] = jobs[g].bytes
             used += add
             out.peak_bytes = max(out.peak_bytes, used)

@@ -21,6 +21,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ..ir.workload import System
 from ..passes.program import CompileError
 from . import layer_profile
@@ -207,3 +209,62 @@ def run(system: System, timeline: bool = False, **_) -> LoopResult:
     pred = predict(s)
     return LoopResult(report(s, pred), intervals(s, pred) if timeline else [])
 
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def execute(system: System, options) -> dict:
+    """`pimc execute`: write the weights once, profile the layers, run each configuration for real,
+    and predict each from the measured profile on this machine's cores. Returns the comparison.
+    The inference agent is one thread, so numpy's BLAS runs single-threaded (a BLAS thread pool
+    competing with the loader threads on a few cores is many times slower, and is not the mechanism)."""
+    from threadpoolctl import threadpool_limits
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _execute(system, options)
+
+
+def _execute(system: System, options) -> dict:
+    from . import pipelined_executor as ex, weight_files
+    from .layer_blobs import partition
+    from .numpy_forward import forward_plain, inputs_for
+    model, wl = system.model, system.workload
+    s = setup(system)                              # checks the spec before any file is written
+    blobs = partition(model)
+    folder = weight_files.ensure(model.name, blobs, options.seed,
+                                 Path(options.cache) / "weights" if options.cache else None)
+    layer_bytes = [b.bytes for b in blobs if b.part == "layer"]
+    prof = ex.profile(model, folder, layer_bytes, wl.input_len, wl.output_len, options.cold, options.seed)
+    profile_path = options.profile_out or str(folder / "profile.json")
+    layer_profile.write(profile_path, prof, {"model": model.name, "dtype": model.dtype, "cores": usable_cores(),
+                                             "input_len": wl.input_len, "cold": bool(options.cold)})
+    here = Setup(system, layer_profile.read(profile_path), Machine(usable_cores(), s.machine.storage_bandwidth),
+                 s.strategy, s.agents, s.limit_bytes, s.activation_bytes, s.passes)
+    inputs = inputs_for(model, wl.input_len, options.seed)
+    reference = forward_plain(model, {b.name: weight_files.read(folder / f"{b.name}.safetensors") for b in blobs},
+                              inputs, wl.output_len)
+    configs = [(st, m) for st in options.strategies for m in (options.agents if st == "pipeload" else [None])]
+    rows = []
+    for strategy, m in configs:
+        pred = predict(here, strategy, m if m is not None else here.agents)
+        agents = pred["agents"]
+        budget = layer_budget(here) if strategy == "pipeload" else None
+        got = ex.run(model, folder, layer_bytes, inputs, wl.output_len, strategy, agents, budget, options.cold)
+        predicted = report(here, pred)
+        rows.append({
+            "strategy": strategy, "loading_agents": agents,
+            "measured_latency_s": got.latency_s, "predicted_latency_s": predicted["end_to_end_s"],
+            "latency_error": predicted["end_to_end_s"] / got.latency_s - 1,
+            "measured_ttft_s": got.ttft_s, "predicted_ttft_s": predicted["ttft_s"],
+            "measured_peak_rss_growth_bytes": got.peak_rss_growth_bytes,
+            "predicted_memory_bytes": predicted["memory_bytes"]["total"],
+            "memory_error": (predicted["memory_bytes"]["total"] / got.peak_rss_growth_bytes - 1
+                             if got.peak_rss_growth_bytes > 0 else None),     # a tiny model may not grow it
+            "daemon_layers_peak_bytes": got.layers_peak_bytes,
+            "predicted_layers_peak_bytes": predicted["memory_bytes"]["weights_by_part"]["layers_peak"],
+            "output_equals_plain_forward": bool(np.array_equal(got.output, reference)),
+        })
+    return {"system": system.name, "model": model.name, "cores": usable_cores(), "cold": bool(options.cold),
+            "weights_folder": str(folder), "profile": profile_path, "memory_limit_bytes": s.limit_bytes,
+            "runs": rows}
