@@ -74,3 +74,10 @@ def test_the_daemon_never_exceeds_the_budget(layers, agents, passes, budget_scal
     for _, delta in events:
         level += delta
         assert level <= budget + 1e-9
+
+
+def test_load_contention_slows_concurrent_loads():
+    # alpha = 0.5: two loads at once each take 2 x 1.5 = 3 s; then the same timeline as above, shifted
+    jobs = _layers(2)
+    sched = simulate(jobs, Policy(2, True, None), Machine(8, 1e18, contention=0.5))
+    assert [(s, e) for _, _, s, e in sched.loads] == [(0.0, 3.0), (0.0, 3.0)] and sched.end_s == 5.0

@@ -12,7 +12,9 @@ the largest layer (the next needed layer is always the oldest admitted one).
 Time is a fluid model: a load's solo time is its profiled load time; k concurrent loads share the
 storage's bandwidth, and loaders and the inference agent share the CPU's cores (each gets
 cores / busy agents when more are busy than cores), because loading a layer is CPU work
-(copy, deserialisation) as well as disk reads.
+(copy, deserialisation) as well as disk reads. An optional contention factor alpha slows k
+concurrent loads by 1 + alpha (k - 1) (shared caches, allocator, framework locks): the paper's
+speedups grow sub-linearly with the agents even where neither the disk nor the cores are full.
 
 A loading agent holds one layer buffer: with freeing, it starts its next load once the daemon has
 destroyed its previous layer. So m agents keep at most m layers resident, "one additional layer
@@ -44,6 +46,7 @@ class Policy:
 class Machine:
     cores: int
     storage_bandwidth: float      # bytes/s of the whole device, shared by concurrent loads
+    contention: float = 0.0       # alpha: k concurrent loads each run 1 + alpha (k - 1) times slower
 
 
 @dataclass
@@ -98,9 +101,10 @@ def simulate(jobs: list[Job], policy: Policy, machine: Machine) -> Schedule:
         busy = len(active) + (computing is not None)
         share = min(1.0, machine.cores / busy) if busy else 1.0
         rates = {}
+        slowdown = 1 + machine.contention * (len(active) - 1)
         for g in active:                   # solo seconds per second
             solo_bw = jobs[g].bytes / jobs[g].load_s if jobs[g].load_s > 0 else float("inf")
-            rates[g] = min(share, machine.storage_bandwidth / (len(active) * solo_bw))
+            rates[g] = min(share / slowdown, machine.storage_bandwidth / (len(active) * solo_bw))
         steps = [active[g] / rates[g] for g in active]
         if computing is not None:
             steps.append(comp_left / share)

@@ -9,7 +9,8 @@ after [PIPELOAD] Sec. V-A-2:
 `mapping.params.loading_agents` is m, or `auto` for the Pipeline Planner (Sec. IV-2), which pre-runs
 every m that fits the limit and keeps the fastest. `mapping.params.profile` names a layer-profile
 file (written by `pimc execute`); without it the per-layer times come from the spec
-(layer_profile.from_spec). `mapping.params.agent_load_bandwidth` caps one agent's load rate.
+(layer_profile.from_spec). `mapping.params.agent_load_bandwidth` caps one agent's load rate;
+`mapping.params.load_contention` (alpha, default 0) slows k concurrent loads by 1 + alpha (k - 1).
 
 A decoder generates `workload.output_len` tokens: pass 1 runs the `input_len`-token prompt and gives
 the first token, each later pass one token; the pipelined strategies reload every layer for every
@@ -18,19 +19,22 @@ pass (Sec. V-B-2). An encoder runs one pass.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..ir.workload import System
+from ..frontend.diagnostics import did_you_mean
 from ..passes.program import CompileError
 from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
 STRATEGIES = ("baseline", "pipeswitch", "pipeload")
-PARAMS = ("loading_agents", "profile", "agent_load_bandwidth", "inference_agents", "daemon_agents",
-          "layer_assignment")
+PARAMS = ("loading_agents", "profile", "agent_load_bandwidth", "load_contention", "inference_agents",
+          "daemon_agents", "layer_assignment")
+# one inference agent, one daemon, round-robin loading ([PIPELOAD] Sec. III-B): stated, not varied
+FIXED = {"inference_agents": 1, "daemon_agents": 1, "layer_assignment": "round_robin"}
 
 
 @dataclass
@@ -79,6 +83,14 @@ def setup(system: System, cores: int | None = None, profile_path: str | None = N
         _fail(f"strategy '{mapping.strategy}' is not one of the pipelined-loading strategies", mapping.span,
               "choose " + ", ".join(STRATEGIES))
     params = mapping.params
+    for name in params:
+        if name not in PARAMS:
+            _fail(f"the pipelined-loading loop has no param '{name}'", mapping.span,
+                  did_you_mean(name, PARAMS, "params"))
+    for name, only in FIXED.items():
+        if name in params and params[name] != only:
+            _fail(f"{name} = {params[name]} is not modelled; the mechanism has {name} = {only}", mapping.span,
+                  f"remove it or set {name} = {only}")
     agents = params.get("loading_agents", 1)
     if agents == "auto":
         agents = None
@@ -100,7 +112,11 @@ def setup(system: System, cores: int | None = None, profile_path: str | None = N
         profile = layer_profile.from_spec(system, params.get("agent_load_bandwidth"))
     cpu = system.processors[0]
     passes = wl.output_len if system.model.architecture == "decoder" else 1
-    return Setup(system, profile, Machine(cores or cpu.cores, system.storage[0].read_bandwidth_bytes_per_s),
+    contention = params.get("load_contention", 0.0)
+    if not isinstance(contention, (int, float)) or contention < 0:
+        _fail(f"load_contention must be a number >= 0, not {contention!r}", mapping.span)
+    machine = Machine(cores or cpu.cores, system.storage[0].read_bandwidth_bytes_per_s, float(contention))
+    return Setup(system, profile, machine,
                  mapping.strategy, agents, wl.memory_limit_bytes, activation_bytes(system), passes)
 
 
@@ -239,7 +255,7 @@ def _execute(system: System, options) -> dict:
     profile_path = options.profile_out or str(folder / "profile.json")
     layer_profile.write(profile_path, prof, {"model": model.name, "dtype": model.dtype, "cores": usable_cores(),
                                              "input_len": wl.input_len, "cold": bool(options.cold)})
-    here = Setup(system, layer_profile.read(profile_path), Machine(usable_cores(), s.machine.storage_bandwidth),
+    here = Setup(system, layer_profile.read(profile_path), replace(s.machine, cores=usable_cores()),
                  s.strategy, s.agents, s.limit_bytes, s.activation_bytes, s.passes)
     inputs = inputs_for(model, wl.input_len, options.seed)
     reference = forward_plain(model, {b.name: weight_files.read(folder / f"{b.name}.safetensors") for b in blobs},
