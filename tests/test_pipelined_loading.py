@@ -49,3 +49,12 @@ def test_a_limit_below_one_layer_is_a_located_error(capsys):
     assert main(["run", GPTJ, "--set", "workload.memory_limit=1000MB"]) == 1
     err = capsys.readouterr().err
     assert "pipeload_gpt_j_6b.pim:" in err and "cannot hold" in err and "Traceback" not in err
+
+
+def test_sweep_runs_the_same_loop_as_run(capsys, tmp_path):
+    runs = {s: run_json(capsys, GPTJ, "--set", f"mapping.strategy={s}")["end_to_end_s"] for s in ("baseline", "pipeload")}
+    out = tmp_path / "sweep.csv"
+    assert main(["sweep", GPTJ, "--grid", "mapping.strategy=baseline,pipeload", "-o", str(out), "-j", "1"]) == 0
+    import csv
+    rows = {r["strategy"]: float(r["end_to_end_s"]) for r in csv.DictReader(out.open())}
+    assert rows == pytest.approx(runs)

@@ -48,6 +48,7 @@ from contextlib import redirect_stderr
 
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.run import run_system
+from .. import loops
 from ..passes.program import CompileError
 from .system import load_system, report_compile_error
 
@@ -125,6 +126,9 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool) 
             if loaded is None:
                 return False, captured.getvalue()
             try:
+                loop = loops.for_system(loaded)   # a registered run loop chosen by the mapping
+                if loop is not None:
+                    return True, loop.run(loaded).report
                 return True, run_system(loaded, fast=not exact).report
             except CompileError as exc:
                 report_compile_error(exc, diags, file)
