@@ -237,6 +237,8 @@ def execute(system: System, options) -> dict:
     The inference agent is one thread, so numpy's BLAS runs single-threaded (a BLAS thread pool
     competing with the loader threads on a few cores is many times slower, and is not the mechanism)."""
     from threadpoolctl import threadpool_limits
+    from .pipelined_executor import return_freed_memory_to_the_os
+    return_freed_memory_to_the_os()                # before the first layer buffer is ever freed
     with threadpool_limits(limits=1, user_api="blas"):
         return _execute(system, options)
 
@@ -255,8 +257,10 @@ def _execute(system: System, options) -> dict:
     profile_path = options.profile_out or str(folder / "profile.json")
     layer_profile.write(profile_path, prof, {"model": model.name, "dtype": model.dtype, "cores": usable_cores(),
                                              "input_len": wl.input_len, "cold": bool(options.cold)})
+    # numpy computes a 16-bit layer in fp32: one upcast copy of a layer lives while it runs
+    upcast = max(b.elements for b in blobs if b.part == "layer") * 4 if model.dtype != "fp32" else 0
     here = Setup(system, layer_profile.read(profile_path), replace(s.machine, cores=usable_cores()),
-                 s.strategy, s.agents, s.limit_bytes, s.activation_bytes, s.passes)
+                 s.strategy, s.agents, s.limit_bytes, s.activation_bytes + upcast, s.passes)
     inputs = inputs_for(model, wl.input_len, options.seed)
     reference = forward_plain(model, {b.name: weight_files.read(folder / f"{b.name}.safetensors") for b in blobs},
                               inputs, wl.output_len)
