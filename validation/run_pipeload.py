@@ -26,7 +26,7 @@ def main() -> int:
     ap.add_argument("--cache", help="folder for the generated weight files")
     args = ap.parse_args()
     old = json.loads(OUT.read_text()) if OUT.exists() else {}
-    measured = {m: P.measure(m, args.measure, args.cache) for m in P.MODELS} if args.measure else old.get("measured", {})
+    measured = {m: P.measure(m, args.measure, args.cache) for m in P.MODELS} if args.measure else old.get("measured_here", {})
     data = P.collect(measured)
     tmp = OUT.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -217,6 +217,14 @@ def _pipelined(model, folder, layer_bytes, inputs, output_len, resident, m, budg
     return out, daemon.peak
 
 
+def _decode_time(one, layer_and_cache, model: Model, input_len: int) -> float:
+    """One generated token through a layer whose K, V cache holds the prompt."""
+    w, cache = layer_and_cache
+    t = time.perf_counter()
+    nf.layer(one, w, model, dict(cache), input_len)
+    return time.perf_counter() - t
+
+
 def profile(model: Model, folder: Path, layer_bytes: list[int], input_len: int, output_len: int,
             cold: bool = False, seed: int = 0) -> Profile:
     """The Layer Profiler ([PIPELOAD] Sec. IV-1): each layer's load and compute time, measured alone."""
@@ -229,22 +237,30 @@ def profile(model: Model, folder: Path, layer_bytes: list[int], input_len: int, 
     decoder = model.architecture == "decoder"
     x = rng.standard_normal((input_len, model.hidden), dtype=np.float32)
     one = x[-1:].copy()
-    layers = []
+    # A run computes a layer right after reading it (the first pass), but a decode pass reaches
+    # each layer after the rest of the model has gone through the cache: time decode on the
+    # previous layer, after this one's read has evicted it (a 32 MB L3 holds most of a 50 MB layer).
+    loads, prefills, decodes = [], [], []
+    previous = None
     for i in range(model.layers):
         t = time.perf_counter()
         w = weight_files.read(_layer_path(folder, i))
-        load = time.perf_counter() - t
+        loads.append(time.perf_counter() - t)
         cache = {} if decoder else None
         t = time.perf_counter()
         nf.layer(x, w, model, cache, 0)
-        prefill = time.perf_counter() - t
-        decode = prefill
-        if decoder:                                # one token with the prompt's K, V cached
-            t = time.perf_counter()
-            nf.layer(one, w, model, cache, input_len)
-            decode = time.perf_counter() - t
-        layers.append(LayerProfile(layer_bytes[i], load, prefill, decode))
-        del w
+        prefills.append(time.perf_counter() - t)
+        if decoder and previous is not None:
+            decodes.append(_decode_time(one, previous, model, input_len))
+        previous = (w, cache)
+    if decoder:
+        first = weight_files.read(_layer_path(folder, 0))    # evicts the last layer in turn
+        decodes.append(_decode_time(one, previous, model, input_len))
+        del first
+    else:
+        decodes = prefills
+    del previous, w
+    layers = [LayerProfile(layer_bytes[i], loads[i], prefills[i], decodes[i]) for i in range(model.layers)]
     heads = []
     for states in (x, one):
         t = time.perf_counter()

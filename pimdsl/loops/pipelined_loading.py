@@ -70,7 +70,7 @@ def activation_bytes(system: System) -> int:
     return kv + work
 
 
-def setup(system: System, cores: int | None = None, profile_path: str | None = None) -> Setup:
+def setup(system: System) -> Setup:
     mapping, wl = system.mapping, system.workload
     if not system.storage:
         _fail(f"system '{system.name}' loads its layers from storage but declares none", system.span,
@@ -98,7 +98,7 @@ def setup(system: System, cores: int | None = None, profile_path: str | None = N
         _fail(f"loading_agents must be a positive whole number or auto, not {agents!r}", mapping.span)
     else:
         agents = int(agents)
-    path = profile_path or params.get("profile")
+    path = params.get("profile")
     if path:
         path = str(Path(system.span.path).parent / path) if not os.path.isabs(path) else path
         try:
@@ -109,13 +109,17 @@ def setup(system: System, cores: int | None = None, profile_path: str | None = N
             _fail(f"the profile has {len(profile.layers)} layers, model '{system.model.name}' has "
                   f"{system.model.layers}", mapping.span, "profile this model with `pimc execute`")
     else:
-        profile = layer_profile.from_spec(system, params.get("agent_load_bandwidth"))
+        rate = params.get("agent_load_bandwidth")
+        if rate is not None and not (isinstance(rate, (int, float)) and rate > 0):
+            _fail(f"agent_load_bandwidth must be a positive bandwidth, not {rate!r}", mapping.span,
+                  "e.g. agent_load_bandwidth = 1.2 GB/s;")
+        profile = layer_profile.from_spec(system, rate)
     cpu = system.processors[0]
     passes = wl.output_len if system.model.architecture == "decoder" else 1
     contention = params.get("load_contention", 0.0)
     if not isinstance(contention, (int, float)) or contention < 0:
         _fail(f"load_contention must be a number >= 0, not {contention!r}", mapping.span)
-    machine = Machine(cores or cpu.cores, system.storage[0].read_bandwidth_bytes_per_s, float(contention))
+    machine = Machine(cpu.cores, system.storage[0].read_bandwidth_bytes_per_s, float(contention))
     return Setup(system, profile, machine,
                  mapping.strategy, agents, wl.memory_limit_bytes, activation_bytes(system), passes)
 

@@ -269,7 +269,7 @@ def markdown(data: dict) -> str:
         for col, label in names.items():
             p, o = row["paper"][col]["latency_ms"], row["predicted"][col]["latency_ms"]
             m = meas.get(model, {}).get(col)
-            tag = " (calibration)" if col in ("baseline", "pipeswitch", str(FIT_AGENTS)) else ""
+            tag = {"baseline": " (calibration)", "pipeswitch": " (calibration)", str(FIT_AGENTS): " (alpha fit)"}.get(col, "")
             L.append(f"| {MODELS[model]} | {label} | {_f(p)} | {_f(o)}{tag} | {_err(o, p)} | "
                      f"{_f(m and m['latency_ms'])} | {_f(m and m['predicted_latency_ms'])} | "
                      f"{_err(m and m['predicted_latency_ms'], m and m['latency_ms'])} |")
