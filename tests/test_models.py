@@ -58,6 +58,8 @@ EXPECTED = {
     "falcon_40b": 60 * (2 * 8192 * 8192 + 2 * 8192 * 8 * 64 + 2 * 8192 * 32768) + 65024 * 8192,
     # GPT-2 124M: 12 layers, 768 hidden, MLP 3072, vocab 50257, tied
     "gpt2": 12 * (4 * 768 ** 2 + 2 * 768 * 3072) + 50257 * 768,
+    # GPT-2 medium ([PIPELOAD]'s "GPT-2-Base"): 24 layers, 1024 hidden, MLP 4096, vocab 50257, tied
+    "gpt2_medium": 24 * (4 * 1024 ** 2 + 2 * 1024 * 4096) + 50257 * 1024,
     # GPT-J 6B: 28 layers, 4096 hidden, MLP 16384, vocab 50400, untied
     "gpt_j_6b": 28 * (4 * 4096 ** 2 + 2 * 4096 * 16384) + 2 * 50400 * 4096,
     # BERT-Large: 24 layers, 1024 hidden, 4096 intermediate, vocab 30522 (MLM head tied)
@@ -86,6 +88,7 @@ PUBLISHED_EXACT = {
     # 124,439,808 (openai-community/gpt2): + position table 1024 x 768 + per layer (ln_1, ln_2 weight+bias
     # 4*768; c_attn bias 3*768; attn c_proj bias 768; c_fc bias 3072; mlp c_proj bias 768) + ln_f 2*768
     "gpt2": (124_439_808, 1024 * 768 + 12 * (4 * 768 + 3 * 768 + 768 + 3072 + 768) + 2 * 768),
+    "gpt2_medium": (354_823_168, 1024 * 1024 + 24 * (4 * 1024 + 3 * 1024 + 1024 + 4096 + 1024) + 2 * 1024),
     # 335,141,888 (google-bert/bert-large-uncased, BertModel): + position 512 x 1024 + token type 2 x 1024
     # + embedding LayerNorm 2*1024 + per layer (Q,K,V,O biases 4*1024; 2 LayerNorms 4*1024;
     # intermediate bias 4096; output bias 1024) + pooler 1024 x 1024 + 1024

@@ -14,7 +14,7 @@ import threading
 
 from ..frontend.pipeline import load_spec
 from ..emit.templates import render
-from . import compile as compile_cmd, dram, run as run_cmd, sweep
+from . import compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, declares_nothing, load_reported
 from .show import spec_to_json
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_cmd.add_parser(sub)
     compile_cmd.add_parser(sub)
     sweep.add_parser(sub)
+    execute.add_parser(sub)
     return parser
 
 
@@ -71,7 +72,7 @@ def cmd_show(args) -> int:
 
 
 COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
-            "compile": compile_cmd.run, "sweep": sweep.run}
+            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run}
 
 
 def _terminated(signum, frame):

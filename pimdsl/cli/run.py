@@ -16,6 +16,7 @@ import sys
 from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
 from ..interpreter.run import run_system
+from .. import loops
 from ..passes.program import CompileError
 from ..serving.requests import RequestsError
 from ..serving.neupims_serving import is_serving_strategy, simulate
@@ -51,7 +52,10 @@ def run(args) -> int:
     serving = is_serving_strategy(system)
     bar, progress = _progress("requests" if serving else "decode steps")
     try:
-        if serving:
+        loop = loops.for_system(system)          # a registered run loop chosen by the mapping
+        if loop is not None:
+            result = loop.run(system, timeline=bool(args.timeline))
+        elif serving:
             result = simulate(system, progress=progress, timeline=bool(args.timeline))
         else:
             result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,

@@ -53,6 +53,7 @@ from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.budget import DEFAULT_MAX_WORK
 from ..interpreter.run import run_system
+from .. import loops
 from ..passes.program import CompileError
 from .executors import ClusterError, open_executor
 from .system import add_max_work, load_system, output_file, report_compile_error
@@ -148,6 +149,9 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
             if loaded is None:
                 return False, captured.getvalue()
             try:
+                loop = loops.for_system(loaded)   # a registered run loop chosen by the mapping
+                if loop is not None:
+                    return True, loop.run(loaded).report
                 return True, run_system(loaded, fast=not exact).report
             except CompileError as exc:
                 report_compile_error(exc, diags, file)

@@ -17,7 +17,7 @@ from .reader import Reader
 
 KIND_TABLES = {
     "dram": "drams", "memory": "memories", "pim_unit": "pim_units", "cpu": "processors",
-    "gpu": "processors", "npu": "processors", "link": "links", "model": "models",
+    "gpu": "processors", "npu": "processors", "link": "links", "storage": "storages", "model": "models",
     "mapping": "mappings", "workload": "workloads", "system": "systems",
 }
 
@@ -32,7 +32,7 @@ class Elaborator:
         hw, mb = HardwareBuilder(self), ModelBuilder(self)
         self.builders = {
             "dram": hw.dram, "memory": hw.memory, "pim_unit": hw.pim_unit, "cpu": hw.processor,
-            "gpu": hw.processor, "npu": hw.processor, "link": hw.link, "model": mb.model,
+            "gpu": hw.processor, "npu": hw.processor, "link": hw.link, "storage": hw.storage, "model": mb.model,
             "mapping": mb.mapping, "workload": mb.workload, "system": mb.system,
         }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from ..ir import units as U
-from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramSpec, Link,
+from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramSpec, Link, Storage,
                            Memory, Organization, PimUnit, Processor, Region, RegisterFile,
                            TimingRule, TimingWindow)
 from ..ir.units import Quantity
@@ -459,5 +459,15 @@ class HardwareBuilder:
         out = Link(node.name, r.choice("kind", ("pcie", "dimm_link", "nvlink", "cxl", "on_chip", "ethernet", "disk")),
                    self.el.count(node, r), r.quantity("bandwidth", U.BANDWIDTH) or 0.0,
                    r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span)
+        r.finish()
+        return out
+
+    def storage(self, node: Node) -> Storage:
+        r = Reader(self.ev, node)
+        out = Storage(node.name, r.choice("kind", ("disk", "ssd", "flash")), r.bytes("capacity", 0),
+                      r.quantity("read_bandwidth", U.BANDWIDTH) or 0.0, r.quantity("read_latency", U.TIME, 0.0),
+                      node.span)
+        if out.read_bandwidth_bytes_per_s <= 0:
+            r.fail("a storage device needs a positive read_bandwidth", "read_bandwidth", "e.g. `read_bandwidth = 2 GB/s;`")
         r.finish()
         return out

@@ -178,7 +178,8 @@ class ModelBuilder:
                 if isinstance(params.get(name), Node):
                     params[name] = params[name].name
             pr.finish(open_schema=True)
-        out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans)
+        out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans,
+                      loop=(r.symbols("loop", default=("step",)) or ("step",))[0])
         r.finish()
         return out
 
@@ -195,7 +196,8 @@ class ModelBuilder:
             distribution=r.choice("distribution", ("fixed", "normal", "uniform", "exponential"), "fixed"),
             mean_input_len=r.number("mean_input_len", None), mean_output_len=r.number("mean_output_len", None),
             requests=r.integer("requests", 1), seed=r.integer("seed", 0, minimum=0),
-            kv_admission=r.choice("kv_admission", ("reserve", "on_demand"), "reserve"), span=node.span)
+            kv_admission=r.choice("kv_admission", ("reserve", "on_demand"), "reserve"), span=node.span,
+            memory_limit_bytes=r.bytes("memory_limit", None))
         r.finish()
         return out
 
@@ -208,6 +210,7 @@ class ModelBuilder:
         one = lambda name, kind: (lambda n: build(n) if n is not None else None)(r.ref(name, (kind,), None))
         out = System(node.name, tuple(p for p in processors if p), tuple(m for m in memories if m),
                      tuple(l for l in links if l), one("model", "model"), one("mapping", "mapping"),
-                     one("workload", "workload"), node.span)
+                     one("workload", "workload"), node.span,
+                     tuple(s for s in (build(n) for n in r.refs("storage", ("storage",), [])) if s))
         r.finish()
         return out

@@ -212,3 +212,17 @@ class Link:
     latency_s: float
     endpoints: tuple[str, ...]
     span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Storage:
+    """A storage device (disk, SSD, flash) that holds weight blobs outside main memory.
+
+    A read of `n` bytes by one reader takes `read_latency_s + n / read_bandwidth_bytes_per_s`
+    when it reads alone; concurrent readers share the device's bandwidth."""
+    name: str
+    kind: str                     # disk, ssd, flash
+    capacity_bytes: int
+    read_bandwidth_bytes_per_s: float   # whole device
+    read_latency_s: float               # per read request (one blob)
+    span: Span = field(compare=False, repr=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..frontend.diagnostics import Span
-from .hardware import DramSpec, Link, Memory, PimUnit, Processor
+from .hardware import DramSpec, Link, Memory, PimUnit, Processor, Storage
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5, "fp8": 1}
 
@@ -63,6 +63,7 @@ class Mapping:
     params: dict[str, object]
     span: Span = field(compare=False, repr=False)
     param_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)   # where each is set
+    loop: str = "step"            # the registered run loop (pimdsl.loops) that runs this system
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Workload:
     seed: int
     kv_admission: str             # reserve (Orca: a request's whole life at admission) or on_demand (vLLM)
     span: Span = field(compare=False, repr=False)
+    memory_limit_bytes: int | None = None   # a cap on the device memory a run may occupy (None: no cap)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class System:
     mapping: Mapping | None
     workload: Workload | None
     span: Span = field(compare=False, repr=False)
+    storage: tuple[Storage, ...] = ()     # devices the weights are read from (disk, flash)
 
 
 @dataclass(frozen=True)
@@ -107,3 +110,4 @@ class Spec:
     mappings: dict[str, Mapping]
     workloads: dict[str, Workload]
     systems: dict[str, System]
+    storages: dict[str, Storage] = field(default_factory=dict)

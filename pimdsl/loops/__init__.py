@@ -1,0 +1,38 @@
+"""Run loops, found by the name a spec's mapping gives (`loop = NAME;`).
+
+A loop module provides `run(system, timeline=False) -> result with .report, .intervals,
+.pass_times_s`, and may provide `execute(system, options) -> int` to perform the run for real on
+this machine (`pimc execute`). `step` (the default) is the step-compilation loop of
+`interpreter/run.py`, which does not go through this table yet.
+"""
+from __future__ import annotations
+
+import importlib
+
+LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading"}
+
+
+def names() -> tuple[str, ...]:
+    return ("step", *LOOPS)
+
+
+def for_system(system):
+    """The loop a system's mapping selects (None: the step loop); a located error for an unknown name."""
+    from ..passes.program import CompileError
+    from ..frontend.diagnostics import did_you_mean
+    mapping = system.mapping
+    name = mapping.loop if mapping is not None else "step"
+    try:
+        return get(name)
+    except KeyError:
+        raise CompileError(f"'{name}' is not a run loop", mapping.span,
+                           did_you_mean(name, names(), "run loops") or "run loops: " + ", ".join(names())) from None
+
+
+def get(name: str):
+    """The loop module registered as `name`, or None for the built-in step loop."""
+    if name == "step":
+        return None
+    if name not in LOOPS:
+        raise KeyError(name)
+    return importlib.import_module(LOOPS[name])

@@ -1,0 +1,88 @@
+"""Layer weights on disk: one safetensors file per blob, synthetic and seeded, written once.
+
+Latency and memory depend on the shapes, not on the values, so seeded random weights at the model's
+shapes stand in for trained ones. Files are written with the `safetensors` package; a blob is read
+back with one `readinto` into a fresh buffer (the tensors are views of it), which releases the GIL so
+loader threads overlap with numpy compute, and freeing the dict frees the whole layer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from .layer_blobs import Blob
+
+NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "weights"
+
+
+def folder_for(model_name: str, blobs: tuple[Blob, ...], seed: int, root: Path | None = None) -> Path:
+    shapes = json.dumps([(b.name, b.tensors, b.dtype) for b in blobs]).encode()
+    return (root or cache_root()) / f"{model_name}-{hashlib.sha256(shapes).hexdigest()[:12]}-seed{seed}"
+
+
+def _values(rng: np.random.Generator, name: str, shape, dtype) -> np.ndarray:
+    if name.endswith("_g"):                        # norm gains
+        return np.ones(shape, dtype)
+    scale = 0.02 if len(shape) > 1 else 0.01       # GPT-2's initialiser scale for matrices
+    return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(dtype)
+
+
+def ensure(model_name: str, blobs: tuple[Blob, ...], seed: int = 0, root: Path | None = None) -> Path:
+    """The folder holding every blob's file, writing the missing ones (atomically)."""
+    from safetensors.numpy import save_file
+    folder = folder_for(model_name, blobs, seed, root)
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, blob in enumerate(blobs):
+        path = folder / f"{blob.name}.safetensors"
+        if path.exists():
+            continue
+        rng = np.random.default_rng([seed, index])
+        dtype = NUMPY_DTYPES[blob.dtype]
+        tensors = {name: _values(rng, name, shape, dtype) for name, shape in blob.tensors}
+        tmp = folder / f".{blob.name}.{os.getpid()}.tmp"
+        save_file(tensors, str(tmp))
+        os.replace(tmp, path)
+    return folder
+
+
+def read(path: Path) -> dict[str, np.ndarray]:
+    """One safetensors file as {name: array}, all views of one buffer read with `readinto`."""
+    with open(path, "rb", buffering=0) as f:
+        (header_len,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(header_len))
+        size = os.fstat(f.fileno()).st_size - 8 - header_len
+        buf = np.empty(size, np.uint8)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = f.readinto(view[got:])
+            if not n:
+                raise OSError(f"{path}: file ended early")
+            got += n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = SAFETENSORS_DTYPES[info["dtype"]]
+        start, end = info["data_offsets"]
+        out[name] = buf[start:end].view(dtype).reshape(info["shape"])
+    return out
+
+
+def evict(folder: Path) -> None:
+    """Drop the files from the page cache, so the next read comes from the disk (a cold load)."""
+    for path in folder.glob("*.safetensors"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
