@@ -8,6 +8,7 @@ fixture's rules, and fast timing equals exact.
 """
 from __future__ import annotations
 
+import json
 import math
 
 import ml_dtypes
@@ -144,3 +145,29 @@ def test_a_program_for_an_unknown_op_class(errors):
     found = errors(UNIT % "gemw { }")
     assert any("'gemw' is not an op class a program can be written for" in e and "did you mean 'gemv'" in e
                for e in found)
+
+
+SYSTEM = ROOT / "tests" / "pim" / "gbmac_system.pim"
+
+
+def test_a_system_on_the_new_family_compiles_and_runs(capsys):
+    from pimdsl.cli.main import main
+    assert main(["check", str(SYSTEM)]) == 0
+    capsys.readouterr()
+    assert main(["run", str(SYSTEM), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    counts = report["pim"]["command_counts"]
+    assert counts["mac.MAC"] > 0 and report["tpot_s"] > 0
+
+
+def test_ops_placed_on_a_unit_without_their_program_are_all_reported_at_check(tmp_path, capsys):
+    from pimdsl.cli.main import main
+    text = SYSTEM.read_text().replace("decode  { fc = pim;", "decode  { fc = pim; attention = pim;")
+    path = tmp_path / "bad.pim"
+    path.write_text(text.replace('import "gbmac.pim";', f'import "{ROOT}/tests/pim/gbmac.pim";'))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    for kind in ("attn_score", "attn_context", "softmax"):
+        assert f"({kind}) is placed on PIM unit 'gbmac', which has no program for {kind}" in err
+    assert "hint: unit 'gbmac' runs gemv: map attn_score to a processor, or declare `program attn_score" in err
+    assert "bad.pim:7:1: error: decode step:" in err

@@ -158,12 +158,16 @@ def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError
 
 
 def layout_problem(memory: Memory, program: PimProgram, shape: dict, tensor: str, dims: tuple[int, ...],
-                   first_row: int = 0) -> str | None:
-    """Why the layout of `tensor` (dims) does not cover it inside the memory, or None."""
+                   first_row: int = 0, edges: int | None = None) -> str | None:
+    """Why the layout of `tensor` (dims) does not cover it inside the memory, or None. With
+    `edges`, only the first and last `edges` indices of each dimension are checked."""
     layout = program.layout(tensor)
     org = memory.organization
     env = environment(memory, program, shape, 0, first_row)
-    grids = np.meshgrid(*(np.arange(d, dtype=np.int64) for d in dims), indexing="ij")
+    axes = [np.arange(d, dtype=np.int64) for d in dims]
+    if edges is not None:
+        axes = [np.unique(np.concatenate([a[:edges], a[-edges:]])) for a in axes]
+    grids = np.meshgrid(*axes, indexing="ij")
     env.update(dict(zip(layout.indices, grids)))
     limits = {"channel": org.channels, **bounds(memory), "lane": memory.pim.lanes}
     place = {}

@@ -41,7 +41,9 @@ def traffic_bytes(memory, attrs) -> int:
     op = attrs["op"]
     dest = int(math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype]))
     tiling = attrs.get("tiling")
-    source = pim_aware_bytes(memory, tiling) if tiling is not None else attrs["alloc"].size_bytes
+    # a declared program's allocation is its rows: the PIM-aware bytes, padding included
+    built_in = tiling is not None and attrs.get("family") != "program"
+    source = pim_aware_bytes(memory, tiling) if built_in else attrs["alloc"].size_bytes
     return smc_traffic_bytes(source, dest)
 
 
