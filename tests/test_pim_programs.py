@@ -171,3 +171,8 @@ def test_ops_placed_on_a_unit_without_their_program_are_all_reported_at_check(tm
         assert f"({kind}) is placed on PIM unit 'gbmac', which has no program for {kind}" in err
     assert "hint: unit 'gbmac' runs gemv: map attn_score to a processor, or declare `program attn_score" in err
     assert "bad.pim:7:1: error: decode step:" in err
+
+
+def test_language_md_shows_the_fixture_as_its_worked_example():
+    body = FIXTURE.read_text().split("\n", 3)[3]        # without the fixture's own header comment
+    assert body in (ROOT / "LANGUAGE.md").read_text()
