@@ -176,3 +176,18 @@ def test_ops_placed_on_a_unit_without_their_program_are_all_reported_at_check(tm
 def test_language_md_shows_the_fixture_as_its_worked_example():
     body = FIXTURE.read_text().split("\n", 3)[3]        # without the fixture's own header comment
     assert body in (ROOT / "LANGUAGE.md").read_text()
+
+
+@pytest.mark.parametrize("n,k,first_row", [(2048, 2048, 0), (512, 8192, 7), (300, 200, 5), (5000, 300, 0)])
+def test_the_lpddr5x_pim_program_issues_algorithm_1_command_for_command(n, k, first_row):
+    """The GEMV program declared in galaxy_s24p.pim issues exactly the stream of the built-in
+    lowering it replaces (names, places, rows and columns), on every channel."""
+    from pimdsl.lowering.samsung_pim_gemv import GemvLayout, gemv_program
+    from pimdsl.lowering.stream import unroll
+    spec, _ = load_spec(str(ROOT / "specs" / "hardware" / "galaxy_s24p.pim"))
+    phone = next(m for m in spec.memories.values() if m.pim is not None)
+    place = lambda c: (c.name, c.channel, c.pseudo_channel, c.rank, c.bank_group, c.bank, c.row, c.column)
+    for channel in (0, phone.organization.channels - 1):
+        old = gemv_program(phone, GemvLayout.of(phone, n, k, first_row=first_row), channel)
+        new = expand(phone, phone.pim.program("gemv"), shape(n, k), channel, first_row)
+        assert list(map(place, unroll(new))) == list(map(place, unroll(old)))

@@ -156,7 +156,7 @@ class _Program:
         return P.Issue(stmt.command, tuple(args), stmt.span)
 
     def layout(self, block: Block, scope: set) -> P.Layout:
-        indices, place = (), {}
+        indices, place, rows = (), {}, None
         for stmt in block.body:
             if isinstance(stmt, Assign) and stmt.name == "indices":
                 items = getattr(stmt.expr, "items", None)
@@ -166,7 +166,12 @@ class _Program:
                     raise _Skip
                 indices = tuple(i.parts[0] for i in items)
         for stmt in block.body:
-            if isinstance(stmt, Assign) and stmt.name in P.PLACE_FIELDS:
+            if isinstance(stmt, Assign) and stmt.name == "rows":
+                try:
+                    rows = self.expr(stmt.expr, scope)
+                except _Skip:
+                    pass
+            elif isinstance(stmt, Assign) and stmt.name in P.PLACE_FIELDS:
                 try:
                     place[stmt.name] = self.expr(stmt.expr, scope | set(indices))
                 except _Skip:
@@ -174,14 +179,14 @@ class _Program:
             elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
                 name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
                 self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
-                                 did_you_mean(name, ("indices",) + P.PLACE_FIELDS, "layout fields"))
+                                 did_you_mean(name, ("indices", "rows") + P.PLACE_FIELDS, "layout fields"))
         if not indices:
             self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
         missing = [f for f in ("row", "column", "lane") if f not in place]
         if missing:
             self.diags.error(f"layout {block.name} does not say the {', '.join(missing)} of an element", block.span,
                              "a layout gives row, column (burst) and lane, and optionally channel, rank and bank")
-        return P.Layout(block.name or "?", indices, place, block.span)
+        return P.Layout(block.name or "?", indices, place, rows, block.span)
 
     # ---- expressions ----------------------------------------------------------
     def expr(self, e, scope: set) -> P.Expr:

@@ -112,6 +112,7 @@ class Layout:
     tensor: str
     indices: tuple[str, ...]
     place: dict                   # field of PLACE_FIELDS -> Expr
+    rows: Expr | None             # row indices the tensor spans in every bank (padding included)
     span: Span = field(compare=False, repr=False)
 
 

@@ -101,6 +101,14 @@ def _shape_depends(body: tuple, tainted: set[str]) -> bool:
     return False
 
 
+def tensor_rows(memory: Memory, program: PimProgram, shape: dict, tensor: str) -> int | None:
+    """The row indices a layout says its tensor spans (its `rows`), or None if it does not say."""
+    layout = program.layout(tensor)
+    if layout is None or layout.rows is None:
+        return None
+    return int(evaluate(layout.rows, environment(memory, program, shape)))
+
+
 # ---- checks for one op's shape -------------------------------------------------------------------
 def bounds(memory: Memory) -> dict[str, int]:
     """The exclusive upper bound of each issue argument that indexes declared state."""

@@ -24,6 +24,7 @@ reported at once. Units without programs keep the built-in families,
 from __future__ import annotations
 
 import math
+import weakref
 
 from ..ir.hardware import PimUnit
 from ..lowering.hbm_pim_gemv import GemvTiling
@@ -89,7 +90,11 @@ def program_for(pim, kind: str):
 
 # Tensors up to this many elements have their layout checked element by element; larger ones on
 # their edges (the first and last 64 indices of each dimension, where remainder tiles sit).
-EXHAUSTIVE_ELEMENTS = 1 << 22
+EXHAUSTIVE_ELEMENTS = 1 << 20
+
+# Problems of a (memory, program, shape), found once per process: every step of a run compiles
+# the same ops again. Keyed by id, with a weak reference that tells a reused id from its object.
+_PROBLEMS: dict[tuple, tuple[weakref.ref, list]] = {}
 
 
 def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set) -> list[CompileError]:
@@ -111,6 +116,14 @@ def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set
     if key in checked:
         return []
     checked.add(key)
+    cache_key = (id(memory), key)
+    entry = _PROBLEMS.get(cache_key)
+    if entry is None or entry[0]() is not memory:
+        entry = _PROBLEMS[cache_key] = (weakref.ref(memory), _problems(memory, declared, op, name))
+    return entry[1]
+
+
+def _problems(memory, declared, op, name: str) -> list[CompileError]:
     shape = dict(op.shape)
     out = [CompileError(f"op {name}: {p.message}", p.span or declared.span, p.hint) for p in check(memory, declared, shape)]
     if declared.layout("weight") is not None and op.weight and "n" in shape and "k" in shape:
