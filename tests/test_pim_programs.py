@@ -191,3 +191,20 @@ def test_the_lpddr5x_pim_program_issues_algorithm_1_command_for_command(n, k, fi
         old = gemv_program(phone, GemvLayout.of(phone, n, k, first_row=first_row), channel)
         new = expand(phone, phone.pim.program("gemv"), shape(n, k), channel, first_row)
         assert list(map(place, unroll(new))) == list(map(place, unroll(old)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(1, 3000), k=st.integers(1, 600), which=st.sampled_from(["gbmac", "phone"]))
+def test_fast_timing_of_declared_programs_equals_exact(n, k, which):
+    """Loops whose period the expander found statically: extrapolating them changes no cycle."""
+    if which == "gbmac":
+        memory = load_spec(str(FIXTURE))[0].memories["gbmac_memory"]
+    else:
+        spec, _ = load_spec(str(ROOT / "specs" / "hardware" / "galaxy_s24p.pim"))
+        memory = next(m for m in spec.memories.values() if m.pim is not None)
+    ends, counts = [], []
+    for fast in (False, True):
+        timer = StreamTimer(CommandTimer(memory, memory.pim.commands, memory.pim.rules, memory.pim.windows), fast=fast)
+        ends.append(timer.run(expand(memory, memory.pim.program("gemv"), shape(n, k))))
+        counts.append(timer.counts)
+    assert ends[0] == ends[1] and counts[0] == counts[1]
