@@ -208,3 +208,15 @@ def test_fast_timing_of_declared_programs_equals_exact(n, k, which):
         ends.append(timer.run(expand(memory, memory.pim.program("gemv"), shape(n, k))))
         counts.append(timer.counts)
     assert ends[0] == ends[1] and counts[0] == counts[1]
+
+
+def test_a_layout_that_does_not_cover_the_weight_is_reported_at_check(tmp_path, capsys):
+    from pimdsl.cli.main import main
+    unit = FIXTURE.read_text().replace("      bank = mod(o, banks);\n", "      bank = 0;\n")
+    unit = unit.replace('import "dram/lpddr4.pim";', f'import "{ROOT}/specs/dram/lpddr4.pim";')
+    (tmp_path / "gbmac.pim").write_text(unit)
+    (tmp_path / "system.pim").write_text(SYSTEM.read_text())
+    assert main(["check", str(tmp_path / "system.pim")]) == 1
+    err = capsys.readouterr().err
+    assert "gbmac.pim:40:5: error: decode step: op L0.q_proj: the layout does not cover its 256 x 256 weight" in err
+    assert "places of weight hold more than one element" in err
