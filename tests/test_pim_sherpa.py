@@ -2,6 +2,8 @@
 baseline, Fig. 11 timelines, and decode GEMVs of the compiled model through the PIM commands."""
 from __future__ import annotations
 
+import math
+
 import json
 
 import numpy as np
@@ -11,8 +13,7 @@ from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.pim_values import NUMPY_DTYPES, hbm_pim_gemv_reference
 from pimdsl.interpreter.run import compile_step, run_system
-from pimdsl.interpreter.samsung_values import SamsungPimExecutor, channel_banks, place_weights, read_result
-from pimdsl.lowering.samsung_pim_gemv import gemv_program
+from pimdsl.interpreter.program_values import run_gemv
 from pimdsl.lowering.stream import unroll
 from pimdsl.passes.strategy import STRATEGIES
 
@@ -93,9 +94,12 @@ def test_smc_bytes_and_rates():
     weighted = [n for n, a in p.ops() if a.get("access") == "smc"]
     assert copies == [f"smc:{n}" for n in weighted]
     for n in weighted:
-        op, tiling = g.nodes[n]["op"], g.nodes[n]["tiling"]
+        op = g.nodes[n]["op"]
         dest = op.weight_elements * 2
-        source = tiling.weight_rows * 256 * 1024           # a row index spans 4 ch x 2 ranks x 16 banks x 2 KiB
+        # PIMnast rows: per block (4 ch x 2 ranks x 16 banks = 128) ceil(n / 128) outputs in tiles of
+        # 8 output registers, times input tiles of 8 registers x 16 lanes
+        weight_rows = math.ceil(math.ceil(op.shape["n"] / 128) / 8) * math.ceil(op.shape["k"] / 128)
+        source = weight_rows * 256 * 1024           # a row index spans 4 ch x 2 ranks x 16 banks x 2 KiB
         k = g.nodes[f"smc:{n}"]["lowered"]
         assert k.bytes == source + 2 * dest and k.threads == 4
         assert k.bandwidth == pytest.approx(68.264e9 * 4 / 8 / 2)
@@ -191,17 +195,11 @@ def test_decode_gemv_of_the_compiled_model_through_the_commands_equals_numpy(op)
     sys_ = system("mapping.strategy=ddb", *SMALL)
     p = compile_step(sys_, "decode", 1, 1, 16)
     attrs = p.graph.nodes[op]
-    memory, layout, shape = p.pim_memory, attrs["tiling"], attrs["op"].shape
+    memory, shape = p.pim_memory, attrs["op"].shape
+    assert attrs["family"] == "program" and attrs["first_row"] > 0
     rng = np.random.default_rng(7)
     dt = NUMPY_DTYPES[memory.pim.dtype]
     w = rng.standard_normal((shape["n"], shape["k"])).astype(dt)
     x = rng.standard_normal(shape["k"]).astype(dt)
-    banks = channel_banks(memory)
-    place_weights(memory, layout, banks, w)
-    xp = np.zeros(layout.n_in * layout.in_regs * layout.lanes, dtype=dt)
-    xp[:shape["k"]] = x
-    for channel in range(memory.organization.channels):
-        ex = SamsungPimExecutor(memory, layout, banks, channel)
-        for cmd in unroll(gemv_program(memory, layout, channel, x=xp, op=op)):
-            ex.execute(cmd)
-    assert np.array_equal(read_result(memory, layout, banks), hbm_pim_gemv_reference(w, x, memory.pim.dtype))
+    y = run_gemv(memory, attrs["program"], w, x, first_row=attrs["first_row"])
+    assert np.array_equal(y, hbm_pim_gemv_reference(w, x, memory.pim.dtype))

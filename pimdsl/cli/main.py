@@ -13,6 +13,9 @@ import sys
 import threading
 
 from ..frontend.pipeline import load_spec
+from ..interpreter.run import step_program
+from ..passes import layout, placement, tiling
+from ..passes.program import CompileError
 from ..emit.templates import render
 from . import compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, declares_nothing, load_reported
@@ -46,6 +49,8 @@ def cmd_check(args) -> int:
     status = 0
     for path in args.files:
         spec, diags = load_spec(path)
+        if spec is not None:
+            check_pim_programs(spec, diags)
         shown = [d for d in diags.items if d.severity == "error" or not args.no_warnings]
         if shown:
             print("\n".join(diags.render(d) for d in sorted(shown, key=lambda d: (d.span.path, d.span.line, d.span.col))),
@@ -58,6 +63,27 @@ def cmd_check(args) -> int:
         else:
             print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
     return status
+
+
+def check_pim_programs(spec, diags) -> None:
+    """What the systems' ops need of declared PIM programs (a program for each op class placed on
+    the unit, layouts covering the weights, tiles inside the declared state), for the first
+    prefill and decode steps of each system's workload: all problems, as diagnostics."""
+    for system in spec.systems.values():
+        memory = next((m for m in system.memories if m.pim is not None), None)
+        if memory is None or not memory.pim.programs or system.model is None or system.workload is None:
+            continue
+        work, seen = system.workload, set()
+        for phase, tokens, context in (("prefill", work.input_len, 0), ("decode", 1, work.input_len)):
+            program = step_program(system, phase, work.batch, tokens, context)
+            try:
+                for run in (placement.run, layout.run, tiling.run):
+                    program = run(program)
+            except CompileError as exc:
+                for one in exc.all():
+                    if one.message not in seen:
+                        seen.add(one.message)
+                        diags.error(f"{phase} step: {one.message}", one.span or system.span, one.hint)
 
 
 def cmd_show(args) -> int:

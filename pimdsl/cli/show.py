@@ -11,6 +11,8 @@ def to_json(value):
         out = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
+            if f.metadata.get("json") == "omit_default" and item == f.default:
+                continue                      # optional constructs a spec does not use stay out of the export
             if isinstance(item, Span):
                 out["source"] = str(item)
             elif not f.repr:                 # source bookkeeping (e.g. where each param is set)

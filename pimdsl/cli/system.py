@@ -98,12 +98,14 @@ def pass_manager(args) -> PassManager:
 
 
 def report_compile_error(exc: CompileError, diags: Diagnostics, path: str) -> int:
-    if exc.span is not None:
-        diags.items.clear()
-        diags.error(exc.message, exc.span, exc.hint)
+    diags.items.clear()
+    for one in exc.all():
+        if one.span is not None:
+            diags.error(one.message, one.span, one.hint)
+        else:
+            print(f"{path}: error: {one.message}" + (f"\n  hint: {one.hint}" if one.hint else ""), file=sys.stderr)
+    if diags.items:
         print(diags.render_all(), file=sys.stderr)
-    else:
-        print(f"{path}: error: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
     return 1
 
 

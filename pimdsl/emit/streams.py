@@ -37,6 +37,10 @@ def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator
     def walk(items, depth):
         for item in items:
             if isinstance(item, Loop):
+                if item.period > 1:           # iterations differ in shape (places): list each
+                    for i in range(item.count):
+                        yield from walk(item.body(i), depth)
+                    continue
                 yield {"depth": depth, "loop": item}
                 yield from walk(item.body(0), depth + 1)
             else:

@@ -6,13 +6,16 @@ the derived numbers once and runs the block's semantic checks.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from ..ir import units as U
 from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramSpec, Link, Storage,
                            Memory, Organization, PimUnit, Processor, Region, RegisterFile,
                            TimingRule, TimingWindow)
 from ..ir.units import Quantity
+from ..ir.pim_program import EFFECTS
 from .diagnostics import SpecError, did_you_mean
+from .elaborate_program import check_program_commands, programs
 from .nodes import Node
 from .reader import Reader, is_power_of_two, log2_int
 
@@ -138,7 +141,8 @@ class HardwareBuilder:
                 bus_cycles=self._whole_cycles(r, "bus_cycles", 1),
                 data_cycles=self._whole_cycles(r, "data_cycles", 0),
                 refresh=r.flag("refresh", False),
-                span=node.span))
+                span=node.span,
+                effect=r.choice("effect", tuple(EFFECTS), "none")))
             r.finish()
         return tuple(out)
 
@@ -272,6 +276,7 @@ class HardwareBuilder:
             for rule in pim.rules + pim.windows:
                 names = rule.commands if isinstance(rule, TimingWindow) else rule.preceding + rule.following
                 self._check_rule_names(rule.scope, names, known, rule.span)
+            check_program_commands(pim, known, self.diags)
         memory = Memory(
             name=node.name, count=count, part=part, organization=org, address_map=address_map,
             address_bits=bits, offset_bits=offset,
@@ -399,6 +404,8 @@ class HardwareBuilder:
             register_files=tuple(files), operations=r.symbols("operations", default=()),
             commands=commands, rules=rules, windows=windows, timing_cycles=timing,
             global_buffer_bytes=r.bytes("global_buffer", 0), clock_hz=clock, span=node.span)
+        r.blocks_asked.add("program")
+        unit = replace(unit, programs=programs(unit, node.children_of("program"), self.diags))
         r.finish()
         return unit
 

@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .diagnostics import Diagnostics, SpecError, Span, did_you_mean
-from .syntax import Assign, Block, Let, Ref, Rule, Window
+from .syntax import Assign, Block, Issue, Let, Ref, Rule, Window
+
+# Blocks whose statements run in order (PIM programs): kept as written, in `Node.body`, and
+# elaborated by frontend/elaborate_program.py instead of being merged into fields.
+ORDERED_KINDS = ("program",)
 
 
 @dataclass(eq=False)
@@ -26,6 +30,7 @@ class Node:
     windows: dict[tuple, Window] = field(default_factory=dict)
     count: object | None = None
     base: str | None = None
+    body: tuple = ()              # ORDERED_KINDS: the statements as written
 
     @property
     def label(self) -> str:
@@ -56,7 +61,7 @@ class Node:
 
     def copy(self, parent: "Node | None") -> "Node":
         twin = Node(self.kind, self.name, self.span, parent, dict(self.fields), dict(self.lets),
-                    [], dict(self.rules), dict(self.windows), self.count, self.base)
+                    [], dict(self.rules), dict(self.windows), self.count, self.base, self.body)
         twin.children = [c.copy(twin) for c in self.children]
         return twin
 
@@ -128,7 +133,10 @@ class ScopeBuilder:
             node = Node(block.kind, block.name, block.span, parent)
         if block.count is not None:
             node.count = block.count
-        self.apply(node, block.body)
+        if block.kind in ORDERED_KINDS:
+            node.body = block.body            # a derived unit's program replaces its base's whole
+        else:
+            self.apply(node, block.body)
         return node
 
     def resolve_base(self, block: Block) -> Node | None:
@@ -165,7 +173,7 @@ class ScopeBuilder:
                 node.windows[window_key(stmt)] = stmt
             elif isinstance(stmt, Block):
                 existing = node.child(stmt.kind, stmt.name)
-                if existing is not None and stmt.base is None:
+                if existing is not None and stmt.base is None and stmt.kind not in ORDERED_KINDS:
                     if stmt.count is not None:
                         existing.count = stmt.count
                     self.apply(existing, stmt.body)     # derived blocks extend their base's
@@ -177,6 +185,9 @@ class ScopeBuilder:
                     node.children[node.children.index(existing)] = child
                 else:
                     node.children.append(child)
+            elif isinstance(stmt, Issue):
+                self.diags.error(f"command issue '{stmt.command}(...)' outside a program", stmt.span,
+                                 "command issues belong in a `program OP_CLASS { ... }` block of a pim_unit")
             else:
                 self.diags.error("an import must come at the top level of a file", stmt.span)
 

@@ -118,6 +118,14 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Issue:
+    """`NAME(arg = expr, ...);` in a PIM program: one command issue (LANGUAGE.md, PIM programs)."""
+    command: str
+    args: tuple                  # ((name, expr, span), ...) in source order
+    span: Span
+
+
+@dataclass(frozen=True)
 class Block:
     kind: str
     name: str | None
@@ -188,6 +196,14 @@ class _Builder(Transformer):
     def window_stmt(self, meta, items):
         (other, scope), n, cmds, expr = items
         return Window(other, scope, int(n), cmds, expr, self._s(meta))
+
+    @v_args(meta=True)
+    def issue_stmt(self, meta, items):
+        name, *args = items
+        return Issue(str(name), tuple(a for a in args if a is not None), _span(self.path, name))
+
+    def issue_arg(self, items):
+        return (str(items[0]), items[1], _span(self.path, items[0]))
 
     def scope(self, items):
         return items[0] is not None, str(items[1])

@@ -44,12 +44,16 @@ class RunResult:
     pass_times_s: dict = field(default_factory=dict)
 
 
-def compile_step(system: System, phase: str, batch: int, tokens: int, context: int,
-                 manager: PassManager | None = None) -> Program:
+def step_program(system: System, phase: str, batch: int, tokens: int, context: int) -> Program:
+    """One step's op graph, before any pass."""
     # one device's shard when the mapping spreads the model (tp, pp); else the whole model
     graph = build_graph(device_model(system.model, *parallelism(system)), phase, batch, tokens, context)
-    program = Program(system, phase, batch, tokens, context, graph)
-    return (manager or PassManager()).run(program)
+    return Program(system, phase, batch, tokens, context, graph)
+
+
+def compile_step(system: System, phase: str, batch: int, tokens: int, context: int,
+                 manager: PassManager | None = None) -> Program:
+    return (manager or PassManager()).run(step_program(system, phase, batch, tokens, context))
 
 
 def run_system(system: System, fast: bool = True, manager: PassManager | None = None,

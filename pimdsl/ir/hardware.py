@@ -78,6 +78,7 @@ class CommandDecl:
     data_cycles: int              # data-bus occupancy (bursts)
     refresh: bool
     span: Span = field(compare=False, repr=False)
+    effect: str = field(default="none", metadata={"json": "omit_default"})   # what it does to declared state in a PIM program (ir/pim_program.EFFECTS)
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ class PimUnit:
     global_buffer_bytes: int
     clock_hz: float | None
     span: Span = field(compare=False, repr=False)
+    programs: tuple = field(default=(), metadata={"json": "omit_default"})   # PimProgram per op class it runs (ir/pim_program.py)
+
+    def program(self, op_class: str):
+        return next((p for p in self.programs if p.op_class == op_class), None)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, replace
 from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.samsung_pim_gemv import GemvLayout
+from ..ir.pim_program import evaluate
+from ..lowering.pim_program import environment
 from .program import CompileError, Program
 from .strategy import strategy_of
 
@@ -83,7 +85,9 @@ def run(program: Program) -> Program:
             done[key] = _allocate(memory, region, attrs, op)
             weights += done[key].size_bytes
         alloc = attrs["alloc"] = done[key]
-        if attrs.get("family") == "samsung":
+        if attrs.get("family") == "program":
+            attrs["first_row"] = alloc.first_row
+        elif attrs.get("family") == "samsung":
             rows = attrs["tiling"]
             attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
     program.buffers = _buffers(program, memory, regions)
@@ -96,16 +100,30 @@ def run(program: Program) -> Program:
 def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
     nbytes = int(math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype]))
     what = f"weight {op.weight} ({nbytes / 2**20:.1f} MiB)"
+    if attrs.get("family") == "program":
+        return _rows(memory, region, attrs, op, declared_rows(memory, attrs["program"], attrs["tiling"]), what)
     if attrs.get("family") == "samsung":
-        if memory.address_map[0] != "row":
-            raise CompileError(f"PIM-aware weights need `row` as the most significant field of memory "
-                               f"'{memory.name}''s address map", memory.span, "put row first in address_map")
         tiling: GemvLayout = attrs["tiling"]
-        rows = tiling.weight_rows + tiling.result_rows
-        stride = row_stride(memory)
-        offset = region.take(rows * stride, stride, what)
-        return Allocation(attrs["region"], op.weight, offset, rows * stride, offset // stride, rows)
+        return _rows(memory, region, attrs, op, tiling.weight_rows + tiling.result_rows, what)
     return Allocation(attrs["region"], op.weight, region.take(nbytes, 64, what), nbytes)
+
+
+def _rows(memory: Memory, region: _Region, attrs: dict, op, rows: int, what: str) -> Allocation:
+    """Whole row indices (every channel, rank and bank) for a PIM-aware weight."""
+    if memory.address_map[0] != "row":
+        raise CompileError(f"PIM-aware weights need `row` as the most significant field of memory "
+                           f"'{memory.name}''s address map", memory.span, "put row first in address_map")
+    stride = row_stride(memory)
+    offset = region.take(rows * stride, stride, what)
+    return Allocation(attrs["region"], op.weight, offset, rows * stride, offset // stride, rows)
+
+
+def declared_rows(memory: Memory, program, shape: dict) -> int:
+    """The row indices a declared program says its op takes (its `rows`)."""
+    if program.rows is None:
+        raise CompileError(f"program {program.op_class} of PIM unit '{memory.pim.name}' lays out weights but does "
+                           "not say how many rows they take", program.span, "add `rows = ...;` to the program")
+    return int(evaluate(program.rows, environment(memory, program, shape)))
 
 
 def _buffers(program: Program, memory: Memory, regions: dict) -> list[Allocation]:

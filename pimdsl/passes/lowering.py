@@ -20,6 +20,7 @@ import math
 
 from ..lowering import neupims_attention as neupims
 from ..lowering.hbm_pim_gemv import gemv_stream
+from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
 from ..lowering.samsung_pim_gemv import gemv_program
 from ..lowering.stream import Loop
@@ -64,7 +65,14 @@ def _repeat(items: list, times: int, op: str) -> list:
 
 def _pim_work(memory, name, op, attrs) -> PimWork:
     fam, tiling, s = attrs["family"], attrs["tiling"], op.shape
-    if fam == "samsung":
+    if fam == "program":                    # declared in the unit: the generic expander
+        declared, first_row = attrs["program"], attrs.get("first_row") or 0
+        # a program for the op's own class covers its tokens; a GEMV program runs once per token
+        times = 1 if declared.op_class == op.kind else s.get("m", 1)
+        shape = dict(s) if times == 1 else {**s, "m": 1}
+        stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
+        key = (fam, declared.op_class, *sorted(shape.items()), times)
+    elif fam == "samsung":
         m = s.get("m", 1)
         stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
         key = (fam, s["n"], s["k"], m)

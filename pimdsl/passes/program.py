@@ -5,7 +5,8 @@ context) and its NetworkX op graph. Each pass adds node attributes:
 
   placement   device      processor name, or `pim:<memory>`
   tiling      tiling      PIM tile shapes (family-specific), PIM ops only
-              family      the PIM command family: samsung, hbm_pim or neupims
+              family      the PIM command family: `program` (declared in the unit) or a built-in one
+              program     the unit's declared PimProgram for the op (family `program`)
   layout      region      the region that holds the op's weights
               layout      host_friendly or pim_aware
               access      how a host op reads its weights (cacheable, oracle, smc, ...)
@@ -28,9 +29,14 @@ from ..ir.workload import System
 
 
 class CompileError(Exception):
-    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
+    """`others`: further problems found in the same pass, reported with this one (all in one run)."""
+
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None, others=()):
         super().__init__(message)
-        self.message, self.span, self.hint = message, span, hint
+        self.message, self.span, self.hint, self.others = message, span, hint, tuple(others)
+
+    def all(self) -> tuple["CompileError", ...]:
+        return (self, *self.others)
 
 
 @dataclass

@@ -32,6 +32,8 @@ import math
 from ..graph.build import Op
 from ..interpreter.smc import pim_aware_bytes, smc_traffic_bytes
 from ..ir.workload import DTYPE_BYTES
+from ..lowering.pim_program import tensor_rows
+from .allocation import row_stride
 from .program import Program
 from .strategy import copy_threads, strategy_of
 
@@ -41,7 +43,11 @@ def traffic_bytes(memory, attrs) -> int:
     op = attrs["op"]
     dest = int(math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype]))
     tiling = attrs.get("tiling")
-    source = pim_aware_bytes(memory, tiling) if tiling is not None else attrs["alloc"].size_bytes
+    if attrs.get("family") == "program":      # the rows the declared layout spans, padding included
+        rows = tensor_rows(memory, attrs["program"], attrs["tiling"], "weight")
+        source = rows * row_stride(memory) if rows is not None else attrs["alloc"].size_bytes
+    else:
+        source = pim_aware_bytes(memory, tiling) if tiling is not None else attrs["alloc"].size_bytes
     return smc_traffic_bytes(source, dest)
 
 

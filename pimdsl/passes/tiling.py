@@ -7,7 +7,14 @@ reads a PIM-aware copy of a GEMV weight (a single-copy weight strategy) gets
 the same `family` and `tiling` as the PIM op on that weight would, so the copy
 is laid out and allocated alike in every step.
 
-Families, told apart by the unit's declarations (never by name):
+A unit that declares PIM programs (LANGUAGE.md, PIM programs) gets family
+`program`: the op's `program` is the unit's program for its class (a GEMM
+without one runs the GEMV program once per token), its `tiling` the op's
+shape, and every problem of every op (no program for the class, a layout
+that does not cover the weight, a tile outside the declared state) is
+reported at once. Units without programs keep the built-in families,
+
+
   neupims   a command uses a PIM row buffer (dual row buffers): attention
             K.q and s.V over the KV cache (NeuPIMs section 5.2)
   samsung   named commands, a MAC read among them (LPDDR5X-PIM): GEMV
@@ -17,11 +24,14 @@ Families, told apart by the unit's declarations (never by name):
 from __future__ import annotations
 
 import math
+import weakref
 
 from ..ir.hardware import PimUnit
 from ..lowering.hbm_pim_gemv import GemvTiling
 from ..lowering.neupims_attention import ScoreTiling
 from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
+from ..ir.pim_program import OP_SHAPES, ProgramError
+from ..lowering.pim_program import check, layout_problem
 from .program import CompileError, Program
 
 FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "hbm_pim": ("gemv", "gemm"),
@@ -36,6 +46,8 @@ def family(pim: PimUnit) -> str:
 
 def run(program: Program) -> Program:
     memory = program.pim_memory
+    problems: list[CompileError] = []
+    checked: set = set()
     matrices = {}                 # weight -> (n, k) of the matrix op that reads it
     for _, attrs in program.ops():
         op = attrs["op"]
@@ -44,10 +56,17 @@ def run(program: Program) -> Program:
     for name, attrs in program.ops():
         op = attrs["op"]
         if not attrs["device"].startswith("pim:"):
-            if (attrs.get("layout") == "pim_aware" and op.weight in matrices and memory is not None
-                    and family(memory.pim) == "samsung"):
+            single_copy = attrs.get("layout") == "pim_aware" and op.weight in matrices and memory is not None
+            if single_copy and memory.pim.programs and program_for(memory.pim, "gemv") is not None:
+                n, k = matrices[op.weight]
+                attrs["family"], attrs["program"] = "program", program_for(memory.pim, "gemv")
+                attrs["tiling"] = {"n": n, "k": k, "m": 1}
+            elif (single_copy and not memory.pim.programs and family(memory.pim) == "samsung"):
                 attrs["family"] = "samsung"
                 attrs["tiling"] = GemvLayout.of(memory, *matrices[op.weight])
+            continue
+        if memory.pim.programs:
+            problems += _declared(program, memory, name, op, attrs, checked)
             continue
         fam = family(memory.pim)
         if op.kind not in FAMILY_KINDS[fam]:
@@ -59,7 +78,72 @@ def run(program: Program) -> Program:
             attrs["tiling"] = _tiling(fam, memory, op)
         except LoweringError as exc:
             raise CompileError(f"op {name}: {exc}", memory.pim.span) from None
+    if problems:
+        raise CompileError(problems[0].message, problems[0].span, problems[0].hint, problems[1:])
     return program
+
+
+def program_for(pim, kind: str):
+    """The unit's program for an op kind; a GEMM falls back to the GEMV program, run per token."""
+    return pim.program(kind) or (pim.program("gemv") if kind == "gemm" else None)
+
+
+# Tensors up to this many elements have their layout checked element by element; larger ones on
+# their edges (the first and last 64 indices of each dimension, where remainder tiles sit).
+EXHAUSTIVE_ELEMENTS = 1 << 20
+
+# Problems of a (memory, program, shape), found once per process: every step of a run compiles
+# the same ops again. Keyed by id, with a weak reference that tells a reused id from its object.
+_PROBLEMS: dict[tuple, tuple[weakref.ref, list]] = {}
+
+
+def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set) -> list[CompileError]:
+    pim = memory.pim
+    declared = program_for(pim, op.kind)
+    if declared is None:
+        if ("class", op.kind) in checked:
+            return []
+        checked.add(("class", op.kind))
+        mapping = program.system.mapping
+        declare = (f", or declare `program {op.kind} {{ ... }}` in it" if op.kind in OP_SHAPES else
+                   f" (programs are written for {', '.join(OP_SHAPES)})")
+        return [CompileError(f"op {name} ({op.kind}) is placed on PIM unit '{pim.name}', which has no program "
+                             f"for {op.kind}", mapping.span if mapping else pim.span,
+                             f"unit '{pim.name}' runs {', '.join(p.op_class for p in pim.programs)}: map "
+                             f"{op.kind} to a processor{declare}")]
+    attrs["family"], attrs["program"], attrs["tiling"] = "program", declared, dict(op.shape)
+    key = (declared.op_class, tuple(sorted(op.shape.items())))
+    if key in checked:
+        return []
+    checked.add(key)
+    cache_key = (id(memory), key)
+    entry = _PROBLEMS.get(cache_key)
+    if entry is None or entry[0]() is not memory:
+        entry = _PROBLEMS[cache_key] = (weakref.ref(memory), _problems(memory, declared, op, name))
+    return entry[1]
+
+
+def _problems(memory, declared, op, name: str) -> list[CompileError]:
+    shape = dict(op.shape)
+    out = [CompileError(f"op {name}: {p.message}", p.span or declared.span, p.hint) for p in check(memory, declared, shape)]
+    if declared.layout("weight") is not None and op.weight and "n" in shape and "k" in shape:
+        try:
+            why = _layout_problem(memory, declared, shape)
+        except ProgramError as exc:
+            why = exc.message
+        if why:
+            out.append(CompileError(f"op {name}: the layout does not cover its {shape['n']} x {shape['k']} weight: "
+                                    f"{why}", declared.layout("weight").span,
+                                    "every element needs its own place inside the memory's channels, banks, "
+                                    "rows, bursts and lanes"))
+    return out
+
+
+def _layout_problem(memory, declared, shape) -> str | None:
+    n, k = shape["n"], shape["k"]
+    if n * k <= EXHAUSTIVE_ELEMENTS:
+        return layout_problem(memory, declared, shape, "weight", (n, k))
+    return layout_problem(memory, declared, shape, "weight", (n, k), edges=64)
 
 
 def _tiling(fam, memory, op):

@@ -19,6 +19,7 @@ from ..frontend.resources import specs_dir
 from ..interpreter.op_timing import OpTimer
 from ..interpreter.run import compile_step, run_system
 from ..ir.workload import DTYPE_BYTES
+from ..lowering.pim_program import tensor_rows
 from ..passes.allocation import row_stride
 
 MODELS = {"1b": "pim_sherpa_llama3_2_1b", "3b": "pim_sherpa_llama3_2_3b"}
@@ -82,9 +83,10 @@ def capacity_rows() -> list[dict]:
 def weight_padding_bytes(model: str) -> int:
     """PIM-aware weight rows (every bank's rows, padding included) minus the weights, over all layers."""
     program = compile_step(system(model, "mapping.strategy=ddb"), "decode", 1, 1, 1)
-    rows = {a["op"].weight: (a["tiling"].weight_rows * row_stride(program.pim_memory),
+    memory = program.pim_memory
+    rows = {a["op"].weight: (tensor_rows(memory, a["program"], a["tiling"], "weight") * row_stride(memory),
                              a["op"].weight_elements * DTYPE_BYTES[a["op"].dtype])
-            for _, a in program.ops() if a.get("family") == "samsung"}
+            for _, a in program.ops() if a.get("family") == "program" and a["op"].weight}
     return int(sum(stored - weights for stored, weights in rows.values()))
 
 

@@ -1,0 +1,216 @@
+"""Elaboration of PIM programs: `program OP_CLASS { ... }` blocks of a pim_unit, to ir/pim_program.
+
+Checks what can be checked without an op: the op class, the statements a
+program may hold, every name an expression reads (loop variables, lets, the
+op class's shape, the organization's constants, register files), each issue's
+arguments against its command's scope and effect, and each command's effect
+against the unit's declared state. Command names that are not the unit's own
+may be the DRAM part's: `check_program_commands` resolves them where a memory
+joins the two. What depends on the op's shape (a layout covering the tensor, a
+tile fitting the buffers) is checked by passes/tiling.py, for every op at once.
+"""
+from __future__ import annotations
+
+from ..ir import pim_program as P
+from ..ir.hardware import PimUnit
+from .diagnostics import Diagnostics, did_you_mean
+from .nodes import Node
+from .syntax import Assign, BinOp, Block, Call, Issue, Let, Neg, Num, Ref
+
+STATE_BUILTINS = ("row", "global_buffer")
+
+
+class _Skip(Exception):
+    """A statement already reported; elaboration goes on with the next."""
+
+
+def programs(unit: PimUnit, nodes: list[Node], diags: Diagnostics) -> tuple[P.PimProgram, ...]:
+    _check_effects(unit, diags)
+    return tuple(p for p in (_Program(unit, node, diags).build() for node in nodes) if p is not None)
+
+
+def check_program_commands(unit: PimUnit, known: set[str], diags: Diagnostics) -> None:
+    """Issues of commands neither the unit nor the memory's part declares."""
+    def walk(body):
+        for stmt in body:
+            if isinstance(stmt, P.For):
+                walk(stmt.body)
+            elif isinstance(stmt, P.Issue) and stmt.command not in known:
+                diags.error(f"program issues the undeclared command '{stmt.command}'", stmt.span,
+                            did_you_mean(stmt.command, sorted(known), "commands of the unit and the memory"))
+    for program in unit.programs:
+        walk(program.body)
+
+
+def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
+    files = {rf.name for rf in unit.register_files}
+    state = files | set(STATE_BUILTINS)
+    for c in unit.commands:
+        if c.effect == "none":
+            continue
+        for name in c.reads + c.writes:
+            if name not in state:
+                diags.error(f"command {c.name} ({c.effect}) names '{name}', which the unit does not declare",
+                            c.span, did_you_mean(name, sorted(state), "register files and state"))
+        buffers = [s for s in c.writes if s in files or s == "global_buffer"]
+        need = {
+            "load": (len(buffers) == 1, "writes one register file or global_buffer"),
+            "mac": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1
+                    and len([s for s in c.writes if s in files]) == 1,
+                    "reads [row, <source>] and writes one register file (the accumulators)"),
+            "store": (c.writes == ("row",) and len([s for s in c.reads if s in files]) == 1,
+                      "reads one register file and writes [row]"),
+            "readback": (c.reads == ("row",) and c.scope == "bank", "reads [row] at scope bank"),
+        }[c.effect]
+        if not need[0]:
+            diags.error(f"command {c.name} has effect {c.effect}, which needs a command that {need[1]}",
+                        c.span, f"declare e.g. reads/writes so that {c.name} {need[1]}")
+
+
+class _Program:
+    def __init__(self, unit: PimUnit, node: Node, diags: Diagnostics):
+        self.unit, self.node, self.diags = unit, node, diags
+        self.commands = {c.name: c for c in unit.commands}
+        self.files = tuple(rf.name for rf in unit.register_files)
+
+    def build(self) -> P.PimProgram | None:
+        node = self.node
+        if node.name not in P.OP_SHAPES:
+            self.diags.error(f"'{node.name}' is not an op class a program can be written for", node.span,
+                             did_you_mean(node.name or "", P.OP_SHAPES, "op classes"))
+            return None
+        scope = set(P.CONSTANTS) | set(P.OP_SHAPES[node.name]) | set(self.files)
+        lets, layouts, rows, body = [], [], None, []
+        for stmt in node.body:
+            try:
+                if isinstance(stmt, Let):
+                    let = P.Let(stmt.name, self.expr(stmt.expr, scope), stmt.span)
+                    (lets if not body else body).append(let)
+                    scope = scope | {stmt.name}
+                elif isinstance(stmt, Assign) and stmt.name == "rows":
+                    rows = self.expr(stmt.expr, scope)
+                elif isinstance(stmt, Block) and stmt.kind == "layout":
+                    layouts.append(self.layout(stmt, scope))
+                else:
+                    body.extend(self.statements((stmt,), scope))
+            except _Skip:
+                continue
+        if layouts and rows is None:
+            self.diags.error(f"program {node.name} lays out a tensor but does not say how many rows it takes",
+                             node.span, "add `rows = <row indices the op takes in every bank>;`")
+        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span)
+
+    def statements(self, stmts, scope: set) -> list:
+        out = []
+        for stmt in stmts:
+            try:
+                if isinstance(stmt, Let):
+                    out.append(P.Let(stmt.name, self.expr(stmt.expr, scope), stmt.span))
+                    scope = scope | {stmt.name}
+                elif isinstance(stmt, Block) and stmt.kind == "for":
+                    out.append(self.loop(stmt, scope))
+                elif isinstance(stmt, Issue):
+                    out.append(self.issue(stmt, scope))
+                else:
+                    what = f"{stmt.kind} block" if isinstance(stmt, Block) else type(stmt).__name__.lower()
+                    self.diags.error(f"a {what} cannot appear in a program's body", stmt.span,
+                                     "a program holds `let`s, `for VAR[COUNT] { ... }` loops and command "
+                                     "issues `NAME(arg = expr, ...);`, and at its top `rows = ...;` and "
+                                     "`layout TENSOR { ... }`")
+            except _Skip:
+                continue
+        return out
+
+    def loop(self, block: Block, scope: set) -> P.For:
+        if block.name is None or block.count is None:
+            self.diags.error("a loop needs a variable and a trip count", block.span, "write `for t[n_tiles] { ... }`")
+            raise _Skip
+        try:
+            count = self.expr(block.count, scope)
+        except _Skip:
+            count = P.Num(0)                  # reported; the body's own mistakes are reported too
+        return P.For(block.name, count, tuple(self.statements(block.body, scope | {block.name})), block.span)
+
+    def issue(self, stmt: Issue, scope: set) -> P.Issue:
+        decl = self.commands.get(stmt.command)
+        allowed = P.PLACE_ARGS + (P.EFFECTS[decl.effect] if decl else tuple(a for e in P.EFFECTS.values() for a in e))
+        args, seen = [], set()
+        for name, expr, span in stmt.args:
+            if name in seen:
+                self.diags.error(f"argument '{name}' is given twice", span)
+                continue
+            seen.add(name)
+            if name not in allowed:
+                self.diags.error(f"{stmt.command} takes no argument '{name}'", span,
+                                 did_you_mean(name, allowed, f"arguments of {stmt.command}"))
+                continue
+            try:
+                args.append((name, self.expr(expr, scope)))
+            except _Skip:
+                continue
+        if decl is not None:
+            missing = [a for a in P.EFFECTS[decl.effect] if a not in seen]
+            if missing:
+                self.diags.error(f"{stmt.command} ({decl.effect}) needs the argument(s) {', '.join(missing)}",
+                                 stmt.span, f"write e.g. `{stmt.command}({', '.join(a + ' = ...' for a in missing)});`")
+        return P.Issue(stmt.command, tuple(args), stmt.span)
+
+    def layout(self, block: Block, scope: set) -> P.Layout:
+        indices, place, rows = (), {}, None
+        for stmt in block.body:
+            if isinstance(stmt, Assign) and stmt.name == "indices":
+                items = getattr(stmt.expr, "items", None)
+                if items is None or not all(isinstance(i, Ref) and len(i.parts) == 1 for i in items):
+                    self.diags.error("`indices` is a list of names, one per dimension of the tensor",
+                                     stmt.span, "write e.g. `indices = [o, i];`")
+                    raise _Skip
+                indices = tuple(i.parts[0] for i in items)
+        for stmt in block.body:
+            if isinstance(stmt, Assign) and stmt.name == "rows":
+                try:
+                    rows = self.expr(stmt.expr, scope)
+                except _Skip:
+                    pass
+            elif isinstance(stmt, Assign) and stmt.name in P.PLACE_FIELDS:
+                try:
+                    place[stmt.name] = self.expr(stmt.expr, scope | set(indices))
+                except _Skip:
+                    pass
+            elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
+                name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
+                self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
+                                 did_you_mean(name, ("indices", "rows") + P.PLACE_FIELDS, "layout fields"))
+        if not indices:
+            self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
+        missing = [f for f in ("row", "column", "lane") if f not in place]
+        if missing:
+            self.diags.error(f"layout {block.name} does not say the {', '.join(missing)} of an element", block.span,
+                             "a layout gives row, column (burst) and lane, and optionally channel, rank and bank")
+        return P.Layout(block.name or "?", indices, place, rows, block.span)
+
+    # ---- expressions ----------------------------------------------------------
+    def expr(self, e, scope: set) -> P.Expr:
+        if isinstance(e, Num):
+            text = e.text.replace("_", "")
+            if e.unit is not None or not text.isdigit():
+                self.diags.error(f"program expressions are whole numbers without units, not '{e.text} {e.unit or ''}'"
+                                 .rstrip("' ") + "'", e.span, "write e.g. `8`, or a name of the unit's state")
+                raise _Skip
+            return P.Num(int(text))
+        if isinstance(e, Ref):
+            if len(e.parts) != 1 or e.parts[0] not in scope:
+                self.diags.error(f"'{e.dotted}' is not defined in this program", e.span,
+                                 did_you_mean(e.dotted, sorted(scope), "names in scope"))
+                raise _Skip
+            return P.Name(e.parts[0], e.span)
+        if isinstance(e, BinOp):
+            return P.Apply(e.op, (self.expr(e.left, scope), self.expr(e.right, scope)), e.span)
+        if isinstance(e, Neg):
+            return P.Apply("neg", (self.expr(e.operand, scope),), e.span)
+        if isinstance(e, Call) and P.FUNCTIONS.get(e.name) == len(e.args):
+            return P.Apply(e.name, tuple(self.expr(a, scope) for a in e.args), e.span)
+        span = getattr(e, "span", self.node.span)
+        self.diags.error("not an integer expression of a program", span,
+                         f"use + - * / (floor) ^ and {', '.join(f'{f}(a, b)' for f in P.FUNCTIONS)}")
+        raise _Skip
+

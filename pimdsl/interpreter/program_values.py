@@ -1,0 +1,134 @@
+"""The generic values executor: any declared PIM program (ir/pim_program) run on numpy-backed banks.
+
+State, as the unit declares it: the banks' rows (`Banks`, per channel,
+pseudo-channel and rank), one global buffer per channel, and each register
+file once per PIM unit (per bank, bank pair, bank group or rank, as its
+`placement` says), each entry one SIMD word of `lanes` elements of the unit's
+datatype. A command acts on the banks its scope covers, by its declared
+effect:
+
+  load      the input vector's `lanes` elements from `input` (zeros past its end) into entry `reg`
+            of the buffer or register file it writes
+  mac       per bank: acc[acc] += row burst `column` x source[src], lane by lane; the product and
+            then the sum rounded to the datatype (the order the bundled executors state)
+  store     per bank: row burst `column` = acc[acc]; the accumulator entry is cleared
+  readback  the host adds the burst's lanes in float32, lane 0 first, into output `output`
+            (outputs past the op's end, padding, are dropped)
+
+Commands of effect `none` (activations, precharges, mode changes) change no
+values; the timer checks that rows are open where the program reads them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.hardware import Memory
+from ..ir.pim_program import PimProgram, evaluate
+from ..lowering.pim_program import constants, environment, expand
+from ..lowering.stream import unroll
+from .command_stream import Command
+from .pim_values import NUMPY_DTYPES, Banks
+
+# Banks sharing one PIM unit, by placement: the unit index of flat bank b (within a rank).
+_UNIT_OF = {"bank": lambda b, bpg: b, "bank_pair": lambda b, bpg: b // 2,
+            "bank_group": lambda b, bpg: b // bpg}
+
+
+class ProgramExecutor:
+    def __init__(self, memory: Memory, x: np.ndarray | None = None, outputs: int = 0):
+        self.memory, self.org, pim = memory, memory.organization, memory.pim
+        self.dt = NUMPY_DTYPES[pim.dtype]
+        self.lanes = pim.lanes
+        self.decls = {c.name: c for c in pim.commands}
+        self.files = {rf.name: rf.count for rf in pim.register_files}
+        self.unit_of = _UNIT_OF.get(pim.placement, lambda b, bpg: 0)
+        self.banks: dict[tuple, Banks] = {}
+        self.state: dict[tuple, np.ndarray] = {}
+        self.x = None if x is None else np.asarray(x, dtype=self.dt)
+        self.y = np.zeros(outputs, dtype=np.float32)
+
+    def bank_rows(self, channel: int, pseudo_channel: int, rank: int) -> Banks:
+        key = (channel, pseudo_channel, rank)
+        if key not in self.banks:
+            self.banks[key] = Banks(self.memory, self.memory.pim.dtype)
+        return self.banks[key]
+
+    def entries(self, name: str, key: tuple) -> np.ndarray:
+        """A register file of one unit (key: channel, pseudo-channel, rank, unit) or the channel's global buffer."""
+        key = (name, key[0]) if name == "global_buffer" else (name, *key)
+        if key not in self.state:
+            count = constants(self.memory)["global_buffer"] if name == "global_buffer" else self.files[name]
+            self.state[key] = np.zeros((count, self.lanes), dtype=self.dt)
+        return self.state[key]
+
+    def _banks(self, decl, c: Command) -> list[int]:
+        bpg, per_rank = self.org.banks_per_group, self.org.banks_per_rank
+        flat = c.bank_group * bpg + c.bank
+        return {"bank": [flat], "bank_pair": [flat - flat % 2, flat - flat % 2 + 1],
+                "bank_group": list(range(c.bank_group * bpg, (c.bank_group + 1) * bpg))}.get(
+            decl.scope, list(range(per_rank)))
+
+    def execute(self, c: Command) -> None:
+        decl = self.decls.get(c.name)
+        if decl is None or decl.effect == "none":
+            return
+        a, rows = c.data, self.bank_rows(c.channel, c.pseudo_channel, c.rank)
+        where = (c.channel, c.pseudo_channel, c.rank)
+        banks = self._banks(decl, c)
+        units = lambda b: (*where, self.unit_of(b, self.org.banks_per_group))
+        if decl.effect == "load":
+            start = a["input"]
+            word = np.zeros(self.lanes, dtype=self.dt)
+            piece = self.x[start:start + self.lanes] if start >= 0 else self.x[:0]
+            word[:len(piece)] = piece
+            target = next(s for s in decl.writes if s != "row")
+            for key in {units(b) for b in banks} if target != "global_buffer" else {where + (0,)}:
+                self.entries(target, key)[a["reg"]] = word
+        elif decl.effect == "mac":
+            src = next(s for s in decl.reads if s != "row")
+            acc = next(s for s in decl.writes if s != "row")
+            for b in banks:
+                burst = rows.row(b, c.row)[c.column]
+                product = (burst * self.entries(src, units(b))[a["src"]]).astype(self.dt)
+                entry = self.entries(acc, units(b))
+                entry[a["acc"]] = (entry[a["acc"]] + product).astype(self.dt)
+        elif decl.effect == "store":
+            acc = next(s for s in decl.reads if s != "row")
+            for b in banks:
+                rows.row(b, c.row)[c.column] = self.entries(acc, units(b))[a["acc"]]
+            for key in {units(b) for b in banks}:
+                self.entries(acc, key)[a["acc"]] = 0
+        elif decl.effect == "readback":
+            out = a["output"]
+            if 0 <= out < len(self.y):
+                total = np.float32(0)
+                for v in rows.row(banks[0], c.row)[c.column].astype(np.float32):
+                    total = np.float32(total + v)
+                self.y[out] = np.float32(self.y[out] + total)
+
+
+
+def place(ex: ProgramExecutor, program: PimProgram, shape: dict, tensor: str, w: np.ndarray,
+          first_row: int = 0) -> None:
+    """Write `w` into the banks where the program's layout of `tensor` puts each element."""
+    layout = program.layout(tensor)
+    env = environment(ex.memory, program, shape, 0, first_row)
+    grids = np.meshgrid(*(np.arange(d, dtype=np.int64) for d in w.shape), indexing="ij")
+    env.update(dict(zip(layout.indices, grids)))
+    at = {f: np.broadcast_to(np.asarray(evaluate(layout.place[f], env) if f in layout.place else 0), w.shape)
+          .reshape(-1) for f in ("channel", "pseudo_channel", "rank", "bank", "row", "column", "lane")}
+    values = w.reshape(-1)
+    for i in range(values.size):
+        rows = ex.bank_rows(int(at["channel"][i]), int(at["pseudo_channel"][i]), int(at["rank"][i]))
+        rows.row(int(at["bank"][i]), int(at["row"][i]))[at["column"][i], at["lane"][i]] = values[i]
+
+
+def run_gemv(memory: Memory, program: PimProgram, w: np.ndarray, x: np.ndarray, first_row: int = 0) -> np.ndarray:
+    """y = W x through the program's commands on every channel: the values the host reads back."""
+    shape = {"n": w.shape[0], "k": w.shape[1], "m": 1}
+    ex = ProgramExecutor(memory, x, w.shape[0])
+    place(ex, program, shape, "weight", w, first_row)
+    for channel in range(memory.organization.channels):
+        for c in unroll(expand(memory, program, shape, channel, first_row, values=True)):
+            ex.execute(c)
+    return ex.y

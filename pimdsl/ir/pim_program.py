@@ -1,0 +1,152 @@
+"""PIM programs: the command program a PIM unit runs for one op class, as data (LANGUAGE.md).
+
+A `PimProgram` is an ordered body of `Let`s, `For` loops over tiles and
+command `Issue`s, plus the data `Layout` of the op's weight tensor and the
+row indices the op takes. Every argument is an integer `Expr` over loop
+variables, `let`s and named constants (the op's shape, the memory's
+organization, the unit's register files); `evaluate` is the whole expression
+language: + - * / (floor division) ^, and cdiv, mod, min, max. Nothing is
+eval-ed. Expressions evaluate over Python ints or numpy integer arrays alike,
+so a layout can be checked for a whole tensor at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+from ..frontend.diagnostics import Span
+
+
+@dataclass(frozen=True)
+class Num:
+    value: int
+
+
+@dataclass(frozen=True)
+class Name:
+    name: str
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Apply:
+    op: str                       # + - * / ^ neg, or a function of FUNCTIONS
+    args: tuple
+    span: Span = field(compare=False, repr=False)
+
+
+Expr = Union[Num, Name, Apply]
+
+FUNCTIONS = {"cdiv": 2, "mod": 2, "min": 2, "max": 2}
+
+
+def _floordiv(a, b):
+    return a // b
+
+
+_OPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _floordiv,
+    "^": lambda a, b: a ** b, "neg": lambda a: -a, "mod": lambda a, b: a % b,
+    "cdiv": lambda a, b: -(-a // b), "min": np.minimum, "max": np.maximum,
+}
+
+
+class ProgramError(Exception):
+    """A program that cannot run for this op: an index out of its declared state, a zero divisor."""
+
+    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message, self.span, self.hint = message, span, hint
+
+
+def evaluate(expr: Expr, env: dict):
+    if isinstance(expr, Num):
+        return expr.value
+    if isinstance(expr, Name):
+        return env[expr.name]
+    args = [evaluate(a, env) for a in expr.args]
+    if expr.op in ("/", "mod", "cdiv") and np.any(np.asarray(args[1]) == 0):
+        raise ProgramError(f"division by zero in '{expr.op}'", expr.span)
+    out = _OPS[expr.op](*args)
+    return int(out) if isinstance(out, np.integer) else out
+
+
+def names_in(expr: Expr) -> set[str]:
+    if isinstance(expr, Name):
+        return {expr.name}
+    if isinstance(expr, Apply):
+        return set().union(*(names_in(a) for a in expr.args))
+    return set()
+
+
+@dataclass(frozen=True)
+class Let:
+    name: str
+    expr: Expr
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Issue:
+    command: str
+    args: tuple[tuple[str, Expr], ...]     # (argument, value) in source order
+    span: Span = field(compare=False, repr=False)
+
+    def arg(self, name: str) -> Expr | None:
+        return next((e for n, e in self.args if n == name), None)
+
+
+@dataclass(frozen=True)
+class For:
+    var: str
+    count: Expr
+    body: tuple                   # Let, For, Issue
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where element (indices) of a tensor lives: channel, rank, bank, row, column (burst), lane."""
+    tensor: str
+    indices: tuple[str, ...]
+    place: dict                   # field of PLACE_FIELDS -> Expr
+    rows: Expr | None             # row indices the tensor spans in every bank (padding included)
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class PimProgram:
+    op_class: str
+    lets: tuple[Let, ...]         # the program's constants, before its body
+    body: tuple                   # Let, For, Issue
+    layouts: tuple[Layout, ...]
+    rows: Expr | None             # row indices the op takes in every bank (weights and results)
+    span: Span = field(compare=False, repr=False)
+
+    def layout(self, tensor: str) -> Layout | None:
+        return next((l for l in self.layouts if l.tensor == tensor), None)
+
+
+# Where a command goes (besides its channel, the stream's) and where an element lives.
+PLACE_ARGS = ("pseudo_channel", "rank", "bank", "row", "column")
+PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "lane")
+
+# What a command does to the declared state, and the arguments each effect takes (LANGUAGE.md):
+#   load      writes = [<buffer or register file>]; reg = entry, input = first input element
+#   mac       reads = [row, <source>], writes = [<accumulators>]; src, acc = entries
+#   store     reads = [<accumulators>], writes = [row]; acc = entry (cleared)
+#   readback  reads = [row], scope = bank; output = output element of the burst's lane sum
+EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
+           "readback": ("output",)}
+
+# The shape names of each op class a program may be written for.
+OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
+             "attn_score": ("kv", "heads", "head_dim", "requests"),
+             "attn_context": ("kv", "heads", "head_dim", "requests"),
+             "elementwise": ("n",)}
+
+# Constants every program may read (values from the memory the unit joins, see lowering/pim_program).
+CONSTANTS = ("channels", "pseudo_channels", "ranks", "bank_groups", "banks_per_group", "banks", "rows",
+             "bursts", "lanes", "global_buffer", "first_row", "channel")

@@ -1,0 +1,197 @@
+"""The generic PIM expander: a declared PIM program (ir/pim_program) to a structured command stream.
+
+One channel's stream for one op: each `for` becomes a `Loop` (so streams stay
+small and fast timing keeps working), each issue a typed `Command` (its kind
+is the command's declared effect, or its name for effect `none`). The names
+a program reads are the op's shape, the program's lets, the loop variables
+and `constants(memory)`: the organization as the unit sees it and the sizes
+of its state, in entries of one SIMD word.
+
+A loop's period is found statically: the body's command shape (names and
+places) depends on the loop variable only if a place argument (pseudo
+channel, rank, bank) or a nested loop's trip count reads it, directly or
+through a let; then the period is the whole trip count (timed exactly),
+else 1 (the fast timer extrapolates the steady state).
+
+`check(...)` evaluates every issue of the program at the first and last
+iteration of each loop and reports an index outside the declared state (a
+tile that does not fit a register file, the global buffer, a row or the
+banks); `layout_problem(...)` checks that a layout places every element of a
+tensor inside the memory and no two at the same place.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..interpreter.command_stream import Command
+from ..ir.hardware import Memory
+from ..ir.pim_program import (PLACE_ARGS, For, Issue, Let, PimProgram, ProgramError, evaluate,
+                              names_in)
+from .stream import Item, Loop
+
+
+def constants(memory: Memory) -> dict[str, int]:
+    org, pim = memory.organization, memory.pim
+    word = max(1, pim.simd_width_bits // 8)
+    out = {"channels": org.channels, "pseudo_channels": org.pseudo_channels, "ranks": org.ranks,
+           "bank_groups": org.bank_groups, "banks_per_group": org.banks_per_group,
+           "banks": org.banks_per_rank, "rows": org.rows, "bursts": org.bursts_per_row,
+           "lanes": pim.lanes, "global_buffer": pim.global_buffer_bytes // word}
+    out.update({rf.name: rf.count for rf in pim.register_files})
+    return out
+
+
+def environment(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0) -> dict:
+    env = {**constants(memory), **{k: int(v) for k, v in shape.items()}, "channel": channel, "first_row": first_row}
+    for let in program.lets:
+        env[let.name] = evaluate(let.expr, env)
+    return env
+
+
+def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
+           op: str = "", values: bool = False) -> list[Item]:
+    """One channel's stream of `program` for an op of `shape`. With `values`, each command's
+    `data` holds its effect arguments (reg, input, src, acc, output) for the values executor."""
+    decls = {c.name: c for c in memory.pim.commands}
+    org = memory.organization
+    env = environment(memory, program, shape, channel, first_row)
+
+    def command(stmt: Issue, env: dict) -> Command:
+        a = {name: evaluate(e, env) for name, e in stmt.args}
+        decl = decls.get(stmt.command)
+        effect = decl.effect if decl is not None else "none"
+        bank_group, bank = divmod(a.get("bank", 0), org.banks_per_group)
+        data = {k: v for k, v in a.items() if k not in PLACE_ARGS} if values else None
+        return Command(stmt.command, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, bank,
+                       a.get("row", 0), a.get("column", 0), stmt.command.lower() if effect == "none" else effect,
+                       data)
+
+    def items(body: tuple, env: dict) -> list[Item]:
+        out: list[Item] = []
+        env = dict(env)
+        for stmt in body:
+            if isinstance(stmt, Let):
+                env[stmt.name] = evaluate(stmt.expr, env)
+            elif isinstance(stmt, Issue):
+                out.append(command(stmt, env))
+            else:
+                out.append(loop(stmt, env))
+        return out
+
+    def loop(stmt: For, env: dict) -> Loop:
+        count = max(0, evaluate(stmt.count, env))
+        period = max(1, count) if _shape_depends(stmt.body, {stmt.var}) else 1
+        return Loop(count, lambda i: items(stmt.body, {**env, stmt.var: i}), stmt.var, period, op)
+
+    return items(program.body, env)
+
+
+def _shape_depends(body: tuple, tainted: set[str]) -> bool:
+    """Whether the body's command shape (names, places, nested trip counts) reads a tainted name."""
+    tainted = set(tainted)
+    for stmt in body:
+        if isinstance(stmt, Let):
+            if names_in(stmt.expr) & tainted:
+                tainted.add(stmt.name)
+        elif isinstance(stmt, Issue):
+            if any(names_in(e) & tainted for n, e in stmt.args if n in ("pseudo_channel", "rank", "bank")):
+                return True
+        elif names_in(stmt.count) & tainted or _shape_depends(stmt.body, tainted):
+            return True
+    return False
+
+
+def tensor_rows(memory: Memory, program: PimProgram, shape: dict, tensor: str) -> int | None:
+    """The row indices a layout says its tensor spans (its `rows`), or None if it does not say."""
+    layout = program.layout(tensor)
+    if layout is None or layout.rows is None:
+        return None
+    return int(evaluate(layout.rows, environment(memory, program, shape)))
+
+
+# ---- checks for one op's shape -------------------------------------------------------------------
+def bounds(memory: Memory) -> dict[str, int]:
+    """The exclusive upper bound of each issue argument that indexes declared state."""
+    org = memory.organization
+    return {"pseudo_channel": org.pseudo_channels, "rank": org.ranks, "bank": org.banks_per_rank,
+            "row": org.rows, "column": org.bursts_per_row}
+
+
+def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError]:
+    """Indices out of the declared state, at the first and last iteration of every loop."""
+    decls = {c.name: c for c in memory.pim.commands}
+    sizes = {**constants(memory)}
+    limits = bounds(memory)
+    problems: dict[tuple, ProgramError] = {}
+
+    def state_size(name: str) -> int | None:
+        return sizes.get(name) if name != "row" else None
+
+    def visit(body: tuple, env: dict) -> None:
+        env = dict(env)
+        for stmt in body:
+            if isinstance(stmt, Let):
+                env[stmt.name] = evaluate(stmt.expr, env)
+            elif isinstance(stmt, For):
+                count = evaluate(stmt.count, env)
+                for i in sorted({0, count - 1}) if count > 0 else ():
+                    visit(stmt.body, {**env, stmt.var: i})
+            else:
+                issue(stmt, env)
+
+    def issue(stmt: Issue, env: dict) -> None:
+        decl = decls.get(stmt.command)
+        state = {}
+        if decl is not None:
+            src = [s for s in decl.reads if s != "row"]
+            dst = [s for s in decl.writes if s != "row"]
+            state = {"reg": dst[:1], "src": src[:1], "acc": (dst if decl.effect == "mac" else src)[:1]}
+        for name, e in stmt.args:
+            value = evaluate(e, env)
+            limit, what = limits.get(name), name
+            if name in state and state[name]:
+                limit, what = state_size(state[name][0]), f"{state[name][0]} entry"
+            if limit is not None and not 0 <= value < limit:
+                problems.setdefault((stmt.span, name), ProgramError(
+                    f"{stmt.command}: {what} {value} is outside the declared 0..{limit - 1} "
+                    f"(op shape {', '.join(f'{k}={v}' for k, v in shape.items())})", e.span if hasattr(e, "span")
+                    else stmt.span, "the tile does not fit: shrink the tile in the program, or declare more "
+                    "state (register_file count, global_buffer)"))
+
+    try:
+        visit(program.body, environment(memory, program, shape))
+    except ProgramError as exc:
+        return [exc]
+    return list(problems.values())
+
+
+def layout_problem(memory: Memory, program: PimProgram, shape: dict, tensor: str, dims: tuple[int, ...],
+                   first_row: int = 0, edges: int | None = None) -> str | None:
+    """Why the layout of `tensor` (dims) does not cover it inside the memory, or None. With
+    `edges`, only the first and last `edges` indices of each dimension are checked."""
+    layout = program.layout(tensor)
+    org = memory.organization
+    env = environment(memory, program, shape, 0, first_row)
+    axes = [np.arange(d, dtype=np.int64) for d in dims]
+    if edges is not None:
+        axes = [np.unique(np.concatenate([a[:edges], a[-edges:]])) for a in axes]
+    grids = np.meshgrid(*axes, indexing="ij")
+    env.update(dict(zip(layout.indices, grids)))
+    limits = {"channel": org.channels, **bounds(memory), "lane": memory.pim.lanes}
+    place = {}
+    for name, limit in limits.items():
+        e = layout.place.get(name)
+        value = np.broadcast_to(np.asarray(evaluate(e, env) if e is not None else 0), grids[0].shape)
+        bad = (value < 0) | (value >= limit)
+        if bad.any():
+            where = tuple(int(g[bad][0]) for g in grids)
+            return f"element {list(where)} of {tensor} gets {name} {int(value[bad][0])}, outside 0..{limit - 1}"
+        place[name] = value
+    flat = np.zeros(grids[0].shape, dtype=np.int64)
+    for name, limit in limits.items():
+        flat = flat * limit + place[name]
+    unique, counts = np.unique(flat.reshape(-1), return_counts=True)
+    if (counts > 1).any():
+        return f"{int((counts > 1).sum())} places of {tensor} hold more than one element"
+    return None
+
