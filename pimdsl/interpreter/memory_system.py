@@ -1,6 +1,6 @@
 """Replaying a request trace through a memory's channel controllers.
 
-The replay follows the reference harness (../shared/reference/dram/README.md
+The replay follows the reference harness (validation/reference/dram/README.md
 section 2.1), so that our numbers are comparable with DRAMsim3's and
 Ramulator 2's: requests are offered in trace order once their arrival cycle
 has come, as many per cycle as the controllers accept, stopping at the first
