@@ -287,7 +287,9 @@ class ChannelController:
         open_row, blocked, eligible, active = self.open_row, self.blocked, self.eligible, self.active
         mixed = self.per_bank
         if self.fcfs:
-            oldest = min((q[0] for b, q in queues.items() if not blocked[b]), default=None, key=order.__getitem__)
+            # (a refresh never holds back the active buffer: it waits for it)
+            oldest = min((q[0] for b, q in queues.items() if not (blocked[b] and cls)), default=None,
+                         key=order.__getitem__)
             items = [(self.log.bank[oldest], [oldest])] if oldest is not None else []
         else:
             items = queues.items()
