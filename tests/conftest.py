@@ -55,4 +55,5 @@ def issued_commands(monkeypatch):
 
     with monkeypatch.context() as patch:
         patch.setattr(dram_state.DeviceState, "issue", logged)
+        patch.setenv("PIMDSL_DRAM_ENGINE", "python")      # replays through DeviceState, not the compiled core
         yield log

@@ -1,11 +1,15 @@
 """The DRAM engine against DRAMsim3 and Ramulator 2: regressions of the committed table.
 
-Replays every reference trace that has reference results (about a minute in
-all; the large traces are regenerated with the dataset's own generator and
-checked by sha256) and fails when a cycle error grows more than one point
-past the value committed in validation/dram.json, or when an idle-latency
-target that held no longer does. Regenerate the table with
-`python validation/run_dram.py` after a deliberate change.
+Replays every reference trace that has reference results (the large traces are
+regenerated with the dataset's own generators and checked by sha256) and fails
+when a cycle error grows more than one point past the value committed in
+validation/dram.json, when an ACT count moves further from the reference with
+the same queue structure, or when a target that held no longer does. The cases
+of over 20 000 requests take minutes in all and are marked `slow` (run them with
+`python -m pytest -m slow tests/test_dram_validation.py`); the default run replays
+the small ones plus a prefix of each mixed read/write trace under both queue
+structures. Regenerate the table with `python validation/run_dram.py` after a
+deliberate change.
 """
 from __future__ import annotations
 
@@ -13,36 +17,62 @@ import json
 
 import pytest
 
+from pimdsl.frontend.pipeline import load_spec
+from pimdsl.frontend.resources import specs_dir
+from pimdsl.interpreter.dram_tables import ChannelTables, find_roles
+from pimdsl.interpreter.memory_system import replay
+from pimdsl.interpreter.traces import Trace, read_trace
 from pimdsl.validation import dram_reference as V
 
 from .conftest import ROOT
 
 COMMITTED = {(c["config"], c["trace"]): c for c in json.loads((ROOT / "validation" / "dram.json").read_text())}
 CASES = sorted(k for k, c in COMMITTED.items() if c["references"])
+SMALL = 20_000          # requests; larger cases are `slow`
+CONFIGS = ("ddr4_3200", "hbm2", "lpddr4_2400", "lpddr5_6400")
+# A memory's ACT count may miss its 1% target only for a cause measured and stated in validation/dram.md.
+ACT_MISSES = {k for k, c in COMMITTED.items() if c["references"] and abs(c["act_error_pct"]) > V.ACT_TARGET_PCT}
+STRUCTURES = {"per_bank": ["queue_structure=per_bank", "command_queue_depth=8", "scheduler=frfcfs_rowhit",
+                           "row_hit_cap=4", "write_drain_high=1.0", "write_drain_low=0"],
+              "transaction": ["queue_structure=transaction", "scheduler=frfcfs_rowhit", "row_hit_cap=0",
+                              "write_drain_high=0.8", "write_drain_low=0.2"]}
+
+
+def _marked(case):
+    slow = COMMITTED[case]["ours"]["requests"] > SMALL
+    return pytest.param(*case, marks=pytest.mark.slow) if slow else pytest.param(*case)
 
 
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
-    results = V.run_all(tmp_path_factory.mktemp("traces"), cases=CASES)
-    return {(r.config, r.trace): r for r in results}
+def traces(tmp_path_factory):
+    return tmp_path_factory.mktemp("traces")
 
 
 def test_committed_table_meets_the_targets():
-    assert len(CASES) == 28
+    assert len(CASES) == 48
+    # the misses validation/dram.md explains (LPDDR5's ACT-1/ACT-2 and CAS; DRAMsim3's refresh re-opens)
+    assert ACT_MISSES <= {("lpddr5_6400", "rw_bank_conflict"), ("lpddr5_6400", "bank_parallel_hit"),
+                          ("lpddr4_2400", "mixed_stream_2r1w")}, ACT_MISSES
     for key in CASES:
         c = COMMITTED[key]
         assert abs(c["cycle_error_pct"]) <= V.CYCLE_TARGET_PCT, key
         if key[1] in V.IDLE_TRACES:
             assert c["idle_ok"], key
+        # the ACT reference is the simulator whose queue structure the controller models
+        assert c["same_structure"].startswith("DRAMsim3" if key[0] == "lpddr4_2400" else "Ramulator2"), key
 
 
-@pytest.mark.parametrize("config,trace", CASES)
-def test_no_regression_against_the_references(replayed, config, trace):
+@pytest.mark.parametrize("config,trace", [_marked(c) for c in CASES])
+def test_no_regression_against_the_references(traces, config, trace):
     committed = COMMITTED[(config, trace)]
-    now = replayed[(config, trace)]
+    now = V.run_all(traces, cases=[(config, trace)])[0]
     assert now.nearer is not None
     assert abs(now.cycle_error_pct) <= abs(committed["cycle_error_pct"]) + 1.0, (
         f"{config}/{trace}: cycle error {now.cycle_error_pct:+.2f}% vs committed {committed['cycle_error_pct']:+.2f}%")
+    assert abs(now.cycle_error_pct) <= V.CYCLE_TARGET_PCT
+    act_bound = V.ACT_TARGET_PCT if (config, trace) not in ACT_MISSES else abs(committed["act_error_pct"]) + 0.1
+    assert abs(now.act_error_pct) <= act_bound, (
+        f"{config}/{trace}: ACT error {now.act_error_pct:+.2f}% vs committed {committed['act_error_pct']:+.2f}%")
     if trace in V.IDLE_TRACES:
         assert now.idle_ok, f"{config}/{trace}: idle latency {now.ours['min_read_latency_cycles']}/" \
                             f"{now.ours['p50_read_latency_cycles']} misses the reference by more than a cycle"
@@ -52,3 +82,63 @@ def test_markdown_table_lists_every_case():
     text = (ROOT / "validation" / "dram.md").read_text()
     for config, trace in CASES:
         assert f"| {config} | {trace} |" in text
+
+
+# ---- the mechanism: a row opened for a request stays open until it is served ----------------------
+
+def _memory(config, structure):
+    overrides = [f"{config}.controller.{kv}" for kv in STRUCTURES[structure]]
+    spec, diags = load_spec(str(specs_dir() / "reference" / "dram.pim"), overrides)
+    assert spec is not None, diags.render_all()
+    return spec.memories[config]
+
+
+def _prefix(trace: Trace, n: int) -> Trace:
+    return Trace(trace.arrival[:n], trace.is_write[:n], trace.channel[:n], trace.bank[:n], trace.row[:n],
+                 trace.column[:n])
+
+
+@pytest.fixture(scope="module")
+def mixes(traces):
+    """The first 6 000 requests of each config's 1:1 random read/write mix (unique random lines)."""
+    cases = [(c, "rw_random_1r1w") for c in CONFIGS]
+    return V.ensure_traces(V.reference_dir(), traces, cases)
+
+
+@pytest.mark.parametrize("structure", ["transaction", "per_bank"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_random_mix_opens_a_row_once_per_request(mixes, config, structure):
+    """Random unique lines (almost) never hit an open row, so every request needs one ACT, and only a
+    refresh may close a row before its request is served: in `transaction` never (Ramulator 2), in
+    `per_bank` at most every bank a refresh closes (DRAMsim3). The engine that let a write's PRE close
+    a row opened for a read (and the reverse) issued 12% more ACTs than requests on ddr4, 86% on lpddr4."""
+    memory = _memory(config, structure)
+    trace = _prefix(read_trace(str(mixes[(config, "rw_random_1r1w")]), memory, "dramsim3"), 6000)
+    result = replay(memory, trace, record_commands=True)
+    acts = V.act_count(memory, result)
+    tables = ChannelTables(memory)
+    refresh = tables.commands[tables.roles.ref]
+    reopen = result.commands.get(refresh.name, 0) * tables.banks_per_rank if structure == "per_bank" else 0
+    assert len(trace) * 0.99 <= acts <= len(trace) + reopen, (config, structure, acts, reopen)
+    if structure == "transaction":
+        _assert_rows_held(memory, result)
+
+
+def _assert_rows_held(memory, result):
+    """Ramulator 2's rule, from the command log: between a request's ACT and its column command,
+    nothing closes that bank (no PRE, all-bank PRE or refresh)."""
+    waiting = {}                # (channel, bank path) -> request whose ACT opened it
+    names = {c.name: c for c in memory.part.commands}
+    act = memory.part.commands[find_roles(memory.part.commands).act].name
+    for cycle, ch, name, where, row, column, req in result.command_log:
+        decl = names[name]
+        if name == act:
+            waiting[(ch, tuple(where.values()))] = req
+        elif decl.reads or decl.writes:
+            key = (ch, tuple(where.values()))
+            if waiting.get(key) == req:
+                del waiting[key]
+        elif decl.closes or decl.refresh:
+            path = tuple(where.values())
+            held = [r for (c, p), r in waiting.items() if c == ch and p[:len(path)] == path]
+            assert not held, f"cycle {cycle}: {name} at {where} closes the row requests {held} wait for"

@@ -8,23 +8,34 @@ is an event here (a decision is recomputed after each).
 
 Policies, all from the spec's `controller` block (defaults as DRAMsim3 and
 Ramulator 2 ship them):
-  * scheduler `fcfs` (only the oldest request), `frfcfs` (Ramulator 2
-    FRFCFS: the first ready command wins, ties go to the oldest request; a
-    ready PRE for an older request may close a row that younger requests hit),
-    `frfcfs_rowhit` (as frfcfs, but no PRE while requests hit the open row,
-    unless `row_hit_cap` hits were served since its ACT; DRAMsim3's rule,
-    cap 4; cap 0 means never, as Ramulator's FRFCFS-RowHit).
+  * scheduler `fcfs` (only the oldest request), `frfcfs` (the first ready
+    command wins, ties go to the oldest request; a ready PRE for a bank's
+    oldest request may close a row that younger requests hit; Ramulator 2's
+    FRFCFS also lets a younger request's PRE pre-empt an older hit, which is
+    not modelled: see validation/dram.md, lpddr5_6400 bank_parallel_hit),
+    `frfcfs_rowhit` (as frfcfs, but no PRE while a request hits the open row,
+    unless `row_hit_cap` hits were served since its ACT; cap 0 means never).
+    Which hits hold the row follows the queue structure: any queued one
+    (DRAMsim3, cap 4), or one that arrived no later than the request the PRE
+    is for (Ramulator 2 FRFCFS-RowHit).
   * read and write queues of bounded depth; writes drain once the write
     queue holds `write_drain_high` x depth or no read waits, and stop at
     `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2;
     DRAMsim3 drains a full buffer to empty: 1.0 / 0).
   * page policy `open`, or `closed` (RDA/WRA when no queued request hits
     the row).
-  * queue structure `transaction` (Ramulator 2: requests are scheduled from
-    the read and write queues, whose depth bounds what the controller sees) or
-    `per_bank` (DRAMsim3: one request per cycle moves on from the read or write
-    queue into its bank's command queue of `command_queue_depth`, freeing its
-    queue entry; the scheduler sees the command queues, from the next cycle).
+  * queue structure `transaction` (Ramulator 2 [RAMULATOR2] controller_base:
+    requests are scheduled from the read or write queue of the current mode;
+    at its ACT a request moves to an active buffer, freeing its queue slot and
+    its count toward the drain watermarks; the active buffer is scheduled
+    first in every mode, and no PRE, a refresh's included, may close a row
+    an active request waits for; while a refresh waits nothing issues from the
+    read/write queues) or `per_bank` (DRAMsim3 [DRAMSIM3] command_queue: one
+    request per cycle moves on from the read or write queue into its bank's
+    command queue of `command_queue_depth`, freeing its queue entry; a bank's
+    queue holds reads and writes together in the order they entered, and a
+    PRE is only for its oldest command; the scheduler sees the command
+    queues from the next cycle).
   * refresh `none`, `all_bank` (each rank or pseudo-channel every tREFI,
     staggered; its banks are closed, then REF; other ranks go on), or
     `per_bank` (each bank every tREFI, staggered by tREFI / banks).
@@ -47,6 +58,7 @@ class RequestLog:
         self.done = [-1] * n            # read: data returned; write: WR issued
         self.eligible = [0] * n         # first cycle the scheduler may act on it
         self.first_cmd = [None] * n     # "hit", "miss" (bank closed) or "conflict"
+        self.order = list(range(n))     # age for the scheduler: trace order, or command-queue entry
 
 
 class ChannelController:
@@ -68,9 +80,13 @@ class ChannelController:
         nb = tables.banks
         self.open_row = [-1] * nb
         self.hits_since_act = [0] * nb
-        self.reads: dict[int, list[int]] = {}     # bank -> queued read requests, oldest first
+        self.reads: dict[int, list[int]] = {}     # transaction: bank -> queued reads, oldest first
         self.writes: dict[int, list[int]] = {}
-        self.n_reads = self.n_writes = 0          # requests the scheduler sees
+        self.active: dict[int, list[int]] = {}    # transaction: bank -> requests whose row was opened
+        self.cmdq: dict[int, list[int]] = {}      # per_bank: bank -> reads and writes, in order of entry
+        self.n_reads = self.n_writes = 0          # requests in reads/writes, or in the command queues
+        self.order = log.order
+        self.moved = 0                            # per_bank: requests moved into command queues so far
         self.write_mode = False
         self.per_bank = cfg.queue_structure == "per_bank"
         self.staged_reads: list[int] = []         # per_bank: waiting for a command-queue slot
@@ -122,11 +138,17 @@ class ChannelController:
         open_banks = [b for b in banks if open_row[b] >= 0]
         if not open_banks:
             return st.earliest(cmd, k, now), cmd, k
+        # Ramulator 2: refresh waits until no activated request needs a row it would close
+        active = self.active
         prea = self.t.roles.prea
         if prea is not None and level < BANK and self.t.target_level(prea) == level:
+            if active and any(b in active for b in open_banks):
+                return None
             return st.earliest(prea, k, now), prea, k
         best = None
         for b in open_banks:
+            if b in active:
+                continue
             t = st.earliest(self.PRE, b, now)
             if best is None or t < best[0]:
                 best = (t, self.PRE, b)
@@ -153,14 +175,15 @@ class ChannelController:
     def _enqueue(self, req: int) -> None:
         b = self.log.bank[req]
         if self.log.is_write[req]:
-            self.writes.setdefault(b, []).append(req)
             self.n_writes += 1
+            queues = self.cmdq if self.per_bank else self.writes
         else:
-            self.reads.setdefault(b, []).append(req)
             self.n_reads += 1
+            queues = self.cmdq if self.per_bank else self.reads
+        queues.setdefault(b, []).append(req)
 
     def busy(self) -> bool:
-        return bool(self.n_reads or self.n_writes or self.staged_reads or self.staged_writes)
+        return bool(self.n_reads or self.n_writes or self.active or self.staged_reads or self.staged_writes)
 
     def _movable(self):
         """per_bank: the first staged request (of the drained queue) whose bank queue has room."""
@@ -182,27 +205,25 @@ class ChannelController:
             t = now
         return t
 
-    def step(self, t: int) -> bool:
-        """Do what happens in cycle t: the scheduled command, then (per_bank) one queue move.
-        True when a request left a queue (the harness may offer again)."""
-        freed = False
+    def step(self, t: int) -> None:
+        """Do what happens in cycle t: the scheduled command, then (per_bank) one queue move."""
         d = self.decide(t)
         while d is not None and d[0] == t and d[1] is None:      # refresh timer
             self.issue(d)
             d = self.decide(t)
         if d is not None and d[0] == t:
-            freed = self.issue(d) and not self.per_bank
+            self.issue(d)
         if self.per_bank:
             found = self._movable()
             if found is not None:
                 queue, i = found
                 req = queue.pop(i)
                 self.log.eligible[req] = t + 1
+                self.order[req] = self.moved
+                self.moved += 1
                 self.in_bank[self.log.bank[req]] += 1
                 self._enqueue(req)
                 self.decision = None
-                freed = True
-        return freed
 
     # ---- scheduling ---------------------------------------------------------
     def decide(self, now: int):
@@ -228,12 +249,17 @@ class ChannelController:
         self.next_due = min((u[3] for u in self.units if not u[6]), default=NEVER)
 
     def _best(self, now):
+        # candidates are (cycle, class, order, command, node, request); the least wins. Class 0 is the
+        # active buffer, 1 refresh, 2 the queues: Ramulator 2 picks a ready active request before the
+        # priority (refresh) buffer before the read/write buffers; DRAMsim3 a ready refresh command first.
         best = None
+        refreshing = False
         for u in self.units:
             if u[6]:
-                t, cmd, k = self._refresh_candidate(u, now)
-                if best is None or t < best[0]:
-                    best = (t, -1, cmd, k, None)
+                refreshing = True
+                c = self._refresh_candidate(u, now)
+                if c is not None and (best is None or c[0] < best[0]):
+                    best = (c[0], 1, 0, c[1], c[2], None)
         # write-drain mode (Ramulator 2 watermarks)
         cfg = self.cfg
         # per_bank: the drain is over once the buffered writes have moved on (DRAMsim3)
@@ -244,112 +270,125 @@ class ChannelController:
                 self.write_mode = False
         elif n_writes and (n_writes >= cfg.write_drain_high * cfg.write_queue_depth or not n_reads):
             self.write_mode = True
-        reads = (self.reads, self.rd_checks, self.RDA if self.RDA is not None else self.RD)
-        writes = (self.writes, self.wr_checks, self.WRA if self.WRA is not None else self.WR)
-        if self.per_bank:            # the command queues hold both; the move order drained writes
-            best = self._best_of(*reads, False, now, best)
-            best = self._best_of(*writes, True, now, best)
+        if self.per_bank:            # the command queues hold both, in the order they moved in
+            best = self._best_of(self.cmdq, 2, now, best)
         else:
-            best = self._best_of(*(writes if self.write_mode else reads), self.write_mode, now, best)
+            best = self._best_of(self.active, 0, now, best)
+            # Ramulator 2 schedules nothing from the read/write buffers while a refresh waits
+            if not refreshing:
+                best = self._best_of(self.writes if self.write_mode else self.reads, 2, now, best)
         if best is None:
             return None
-        return (best[0], best[2], best[3], best[4])
+        return (best[0], best[3], best[4], best[5])
 
-    def _best_of(self, queues, col_checks, col_cmd, writing, now, best):
+    def _best_of(self, queues, cls, now, best):
         at = self.state.next_at
-        row_of = self.log.row
-        open_row, blocked, eligible = self.open_row, self.blocked, self.eligible
+        row_of, is_write, order, accepted = self.log.row, self.log.is_write, self.order, self.log.accepted
+        open_row, blocked, eligible, active = self.open_row, self.blocked, self.eligible, self.active
+        mixed = self.per_bank
         if self.fcfs:
-            oldest = min((q[0] for b, q in queues.items() if not blocked[b]), default=None)
+            # (a refresh never holds back the active buffer: it waits for it)
+            oldest = min((q[0] for b, q in queues.items() if not (blocked[b] and cls)), default=None,
+                         key=order.__getitem__)
             items = [(self.log.bank[oldest], [oldest])] if oldest is not None else []
         else:
             items = queues.items()
         for b, q in items:
-            if blocked[b]:
+            if blocked[b] and cls:
                 continue
             orow = open_row[b]
             first = q[0]
             if orow < 0:
                 cands = ((self.ACT, first, self.act_checks[b]),)
             else:
-                hit = None
-                if row_of[first] == orow:
-                    hit = first
-                else:
-                    for r in q:
-                        if row_of[r] == orow:
-                            hit = r
+                # the first queued hit of each kind; a PRE is only ever for the bank's oldest request
+                rd_hit = wr_hit = None
+                for r in q:
+                    if row_of[r] == orow:
+                        if is_write[r]:
+                            if wr_hit is None:
+                                wr_hit = r
+                        elif rd_hit is None:
+                            rd_hit = r
+                        if not mixed or rd_hit is not None and wr_hit is not None:
                             break
-                if hit is None:
-                    cands = ((self.PRE, first, self.pre_checks[b]),)
-                else:
-                    cmd, checks = col_cmd, col_checks[b]
-                    if self.RDA is not None and self._more_hits(q, hit, orow, b):
-                        cmd = self.WR if writing else self.RD
-                        checks = (self.wr_open_checks if writing else self.rd_open_checks)[b]
-                    if hit == first or (self.rowhit and (self.cap == 0 or self.hits_since_act[b] < self.cap)):
-                        cands = ((cmd, hit, checks),)
-                    else:       # an older request waits for another row: its PRE competes
-                        cands = ((cmd, hit, checks), (self.PRE, first, self.pre_checks[b]))
+                miss = first if row_of[first] != orow else None
+                cands = [self._column(q, hit, orow, b) for hit in (rd_hit, wr_hit) if hit is not None]
+                # its PRE: never while an activated request waits for the row (Ramulator 2); with
+                # frfcfs_rowhit not while a hit waits (DRAMsim3: any queued hit; Ramulator 2: a hit that
+                # arrived no later than the oldest request), unless `row_hit_cap` hits were served since
+                # the ACT
+                if miss is not None and b not in active and (
+                        not cands or not self.rowhit or (self.cap and self.hits_since_act[b] >= self.cap)
+                        or not mixed and accepted[cands[0][1]] > accepted[miss]):
+                    cands.append((self.PRE, miss, self.pre_checks[b]))
             for cmd, req, checks in cands:
                 t = now if now >= eligible[req] else eligible[req]
                 for idx in checks:
                     if at[idx] > t:
                         t = at[idx]
-                if best is None or t < best[0] or (t == best[0] and req < best[1]):
-                    best = (t, req, cmd, b, req)
+                if best is None or t < best[0] or t == best[0] and (cls < best[1] or cls == best[1]
+                                                                      and order[req] < best[2]):
+                    best = (t, cls, order[req], cmd, b, req)
         return best
 
-    def _more_hits(self, q, hit, orow, b):
-        """Closed page: does another queued request (either queue) hit this row?"""
+    def _column(self, q, hit, orow, b):
+        """(command, request, checks) of the column access for a queued hit."""
+        writing = self.log.is_write[hit]
+        if self.RDA is not None and not self._more_hits(hit, orow, b):
+            return (self.WRA, hit, self.wr_checks[b]) if writing else (self.RDA, hit, self.rd_checks[b])
+        return (self.WR, hit, self.wr_open_checks[b]) if writing else (self.RD, hit, self.rd_open_checks[b])
+
+    def _more_hits(self, hit, orow, b):
+        """Closed page: does another queued request (any queue) hit this row?"""
         row_of = self.log.row
-        for queue in (self.reads.get(b, ()), self.writes.get(b, ())):
-            for r in queue:
+        for queues in (self.reads, self.writes, self.active, self.cmdq):
+            for r in queues.get(b, ()):
                 if r != hit and row_of[r] == orow:
                     return True
         return False
 
-    def issue(self, decision) -> bool:
-        """Issue a decision; True when a request left the scheduler's queues."""
+    def issue(self, decision) -> None:
         t, cmd, k, req = decision
         self.decision = None
         if cmd is None:                                   # a refresh timer
             self._refresh_falls_due(t)
-            return False
+            return
         self.state.issue(cmd, k, t)
         if self.record is not None:
             self.record.append((t, cmd, k, req))
         log = self.log
         if req is None:                                   # refresh sequence
             self._issued_refresh_step(cmd, k, t)
-            return False
+            return
         b = k
         if cmd == self.ACT:
             self.open_row[b] = log.row[req]
             self.hits_since_act[b] = 0
             if log.first_cmd[req] is None:
                 log.first_cmd[req] = "miss"
-            return False
+            if not self.per_bank:
+                # Ramulator 2: the request moves to the active buffer, freeing its read/write slot
+                self._dequeue(req, b)
+                self.active.setdefault(b, []).append(req)
+            return
         if cmd == self.PRE:
             self.open_row[b] = -1
             if log.first_cmd[req] is None:
                 log.first_cmd[req] = "conflict"
-            return False
-        # a column command: the request leaves the queue
+            return
+        # a column command: the request leaves the controller
         if log.first_cmd[req] is None:
             log.first_cmd[req] = "hit"
         self.hits_since_act[b] += 1
-        if log.is_write[req]:
-            q = self.writes[b]
-            self.n_writes -= 1
-            done = t
+        act = self.active.get(b)
+        if act is not None and req in act:
+            act.remove(req)
+            if not act:
+                del self.active[b]
         else:
-            q = self.reads[b]
-            self.n_reads -= 1
-            done = t + self.read_latency
-        q.remove(req)
-        if not q:
-            del (self.writes if log.is_write[req] else self.reads)[b]
+            self._dequeue(req, b)
+        done = t if log.is_write[req] else t + self.read_latency
         log.done[req] = done
         if done > self.last_done:
             self.last_done = done
@@ -357,7 +396,18 @@ class ChannelController:
             self.open_row[b] = -1
         if self.per_bank:
             self.in_bank[b] -= 1
-        return True
+
+    def _dequeue(self, req, b):
+        writing = self.log.is_write[req]
+        queues = self.cmdq if self.per_bank else self.writes if writing else self.reads
+        q = queues[b]
+        q.remove(req)
+        if not q:
+            del queues[b]
+        if writing:
+            self.n_writes -= 1
+        else:
+            self.n_reads -= 1
 
     def _issued_refresh_step(self, cmd, k, t):
         roles = self.t.roles

@@ -11,6 +11,8 @@ completion; read latency counts from acceptance to data return.
 """
 from __future__ import annotations
 
+import importlib.util
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,19 +74,30 @@ class ReplayResult:
         }
 
 
-def replay(memory: Memory, trace: Trace, record_commands: bool = False) -> ReplayResult:
-    """Replay `trace`; with record_commands, `command_log` holds every command issued."""
+def default_engine() -> str:
+    """`compiled` (dram_core, numba) when numba is installed, else `python` (dram_controller, the
+    reference); $PIMDSL_DRAM_ENGINE chooses."""
+    chosen = os.environ.get("PIMDSL_DRAM_ENGINE")
+    if chosen in ("python", "compiled"):
+        return chosen
+    return "compiled" if importlib.util.find_spec("numba") is not None else "python"
+
+
+def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
+    """Replay `trace`; with record_commands, `command_log` holds every command issued. `engine` is
+    `python` or `compiled` (identical results; default: `default_engine()`)."""
+    engine = engine or default_engine()
     n_ch = memory.organization.channels
     if n_ch > 1 and not record_commands and identical_channels(trace, n_ch):
         # Every channel sees the same requests in lockstep, so every channel's controller goes
         # through the same states in the same cycles: simulate one and count it n_ch times.
-        one = _replay(memory, _channel_zero(trace, n_ch), 1)
+        one = _replay(memory, _channel_zero(trace, n_ch), 1, engine=engine)
         return ReplayResult(
             memory=one.memory, requests=one.requests * n_ch, reads=one.reads * n_ch, writes=one.writes * n_ch,
             cycles=one.cycles, tck_s=one.tck_s, access_bytes=one.access_bytes,
             read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
             commands={k: v * n_ch for k, v in one.commands.items()})
-    return _replay(memory, trace, n_ch, record_commands)
+    return _replay(memory, trace, n_ch, record_commands, engine)
 
 
 def identical_channels(trace: Trace, n_ch: int) -> bool:
@@ -105,7 +118,10 @@ def _channel_zero(trace: Trace, n_ch: int) -> Trace:
                  trace.row[pick], trace.column[pick])
 
 
-def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = False) -> ReplayResult:
+def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = False,
+            engine: str = "python") -> ReplayResult:
+    if engine == "compiled":
+        return _replay_compiled(memory, trace, n_ch, record_commands)
     tables = ChannelTables(memory)
     log = RequestLog(trace.bank, trace.row, trace.is_write)
     records = [[] if record_commands else None for _ in range(n_ch)]
@@ -151,6 +167,29 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
         cycles=last + 1, tck_s=memory.part.tck_s, access_bytes=memory.organization.access_bytes,
         read_latencies=latencies, row_hits=sum(1 for x in log.first_cmd if x == "hit"),
         commands={k: v for k, v in counts.items() if v},
+        command_log=_command_log(tables, records, trace) if record_commands else None)
+
+
+def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
+    """The same replay through the compiled core (dram_core)."""
+    from . import dram_core
+    tables = ChannelTables(memory)
+    accepted, done, first_cmd, issued, last_done, recs = dram_core.run(
+        tables, trace.arrival, trace.channel, trace.is_write, trace.bank, trace.row, n_ch, record_commands)
+    is_write = np.asarray(trace.is_write, bool)
+    latencies = (done[~is_write] - accepted[~is_write]).tolist()
+    counts = issued.sum(axis=0)
+    records = None
+    if record_commands:
+        records = [[] for _ in range(n_ch)]
+        for t, ch, cmd, k, req in recs.tolist():
+            records[ch].append((t, cmd, k, None if req < 0 else req))
+    return ReplayResult(
+        memory=memory.name, requests=len(trace), reads=len(latencies), writes=len(trace) - len(latencies),
+        cycles=int(last_done.max(initial=-1)) + 1, tck_s=memory.part.tck_s,
+        access_bytes=memory.organization.access_bytes, read_latencies=latencies,
+        row_hits=int((first_cmd == dram_core.HIT).sum()),
+        commands={cmd.name: int(counts[i]) for i, cmd in enumerate(tables.commands) if counts[i]},
         command_log=_command_log(tables, records, trace) if record_commands else None)
 
 

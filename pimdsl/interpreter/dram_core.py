@@ -1,0 +1,619 @@
+"""The DRAM engine's replay loop, compiled: the same controller as `dram_controller` over flat arrays.
+
+`dram_controller.ChannelController` with `memory_system._replay` is the reference
+(readable, one object per channel); this module runs the same algorithm, step
+for step, on numpy arrays under numba, so that a replay gives the identical
+command log (tests/test_dram_core.py replays traces under every controller option
+both ways). The timing state is `DeviceState`'s: `next_at[node * n_cmds + cmd]`,
+raised by per-(command, node) update lists and checked by per-(command, node)
+check lists, both taken from `ChannelTables` and flattened here into CSR arrays.
+
+Queues are doubly linked lists threaded through the requests (a request is in
+at most one queue at a time): per bank its read, write, active and command
+queue, per channel its staged reads and writes. Scalars of a channel live in
+one row of `cs`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .dram_tables import BANK, ChannelTables
+
+NEVER = 1 << 62
+RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
+# fields of a channel's row in `cs`
+(N_READS, N_WRITES, N_ACTIVE, WRITE_MODE, NEXT_DUE, MOVED, LAST_DONE,
+ D_VALID, D_T, D_CMD, D_K, D_REQ, N_CS) = range(13)
+# fields of `P` (parameters)
+(P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
+ P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, N_P) = range(21)
+# first-command codes
+HIT, MISS, CONFLICT = 1, 2, 3
+
+
+def build_tables(tables: ChannelTables):
+    """Flat check / update / window lists for every command at every node of its level."""
+    n_cmds = tables.n_cmds
+    slot_base = np.zeros(n_cmds + 1, np.int64)
+    for c in range(n_cmds):
+        slot_base[c + 1] = slot_base[c] + tables.count[tables.target_level(c)]
+    chk_ptr, chk_idx = [0], []
+    upd_ptr, upd_idx, upd_lat = [0], [], []
+    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = [0], [], [], [], [0], []
+    for c in range(n_cmds):
+        for k in range(tables.count[tables.target_level(c)]):
+            chk_idx += tables.checks(c, k)
+            chk_ptr.append(len(chk_idx))
+            pairs, windows = tables.updates(c, k)
+            for idx, lat in pairs:
+                upd_idx.append(idx)
+                upd_lat.append(lat)
+            upd_ptr.append(len(upd_idx))
+            for slot, count, cycles, members in windows:
+                win_slot.append(slot)
+                win_count.append(count)
+                win_cycles.append(cycles)
+                mem_idx += members
+                mem_ptr.append(len(mem_idx))
+            win_ptr.append(len(win_slot))
+    level = np.array([tables.target_level(c) for c in range(n_cmds)], np.int64)
+    span = np.ones(BANK + 1, np.int64)          # banks under one node of each level
+    for lv in range(BANK - 1, -1, -1):
+        span[lv] = span[lv + 1] * tables.fanout[lv + 1]
+    arr = lambda x: np.asarray(x, np.int64)
+    return (slot_base, arr(chk_ptr), arr(chk_idx), arr(upd_ptr), arr(upd_idx), arr(upd_lat), arr(win_ptr),
+            arr(win_slot), arr(win_count), arr(win_cycles), arr(mem_ptr), arr(mem_idx), level, span)
+
+
+# ---- timing state ---------------------------------------------------------------------------------
+
+@njit(cache=True)
+def _earliest(T, next_at, base, cmd, k, t):
+    slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
+    s = slot_base[cmd] + k
+    for i in range(chk_ptr[s], chk_ptr[s + 1]):
+        v = next_at[base + chk_idx[i]]
+        if v > t:
+            t = v
+    return t
+
+
+@njit(cache=True)
+def _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
+    slot_base, upd_ptr, upd_idx, upd_lat = T[0], T[3], T[4], T[5]
+    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = T[6], T[7], T[8], T[9], T[10], T[11]
+    s = slot_base[cmd] + k
+    for i in range(upd_ptr[s], upd_ptr[s + 1]):
+        v = t + upd_lat[i]
+        j = base + upd_idx[i]
+        if v > next_at[j]:
+            next_at[j] = v
+    for w in range(win_ptr[s], win_ptr[s + 1]):
+        ws = wbase + win_slot[w]
+        count = win_count[w]
+        n = hist_len[ws]
+        if n < count:                       # a deque of the last `count` issue cycles
+            hist[ws, (hist_head[ws] + n) % count] = t
+            hist_len[ws] = n + 1
+        else:
+            hist[ws, hist_head[ws]] = t
+            hist_head[ws] = (hist_head[ws] + 1) % count
+        if hist_len[ws] == count:           # the next member waits for the oldest + window
+            v = hist[ws, hist_head[ws]] + win_cycles[w]
+            for i in range(mem_ptr[w], mem_ptr[w + 1]):
+                j = base + mem_idx[i]
+                if v > next_at[j]:
+                    next_at[j] = v
+    issued[ch, cmd] += 1
+
+
+# ---- linked-list queues -----------------------------------------------------------------------------
+
+@njit(cache=True)
+def _push(head, tail, length, nxt, prv, q, r):
+    t = tail[q]
+    nxt[r] = -1
+    prv[r] = t
+    if t < 0:
+        head[q] = r
+    else:
+        nxt[t] = r
+    tail[q] = r
+    length[q] += 1
+
+
+@njit(cache=True)
+def _unlink(head, tail, length, nxt, prv, q, r):
+    p, n = prv[r], nxt[r]
+    if p < 0:
+        head[q] = n
+    else:
+        nxt[p] = n
+    if n < 0:
+        tail[q] = p
+    else:
+        prv[n] = p
+    length[q] -= 1
+
+
+# ---- the replay -------------------------------------------------------------------------------------
+
+@njit(cache=True)
+def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, record_cap):
+    """Replay; returns (status, accepted, done, first_cmd, issued, last_done, records, n_records).
+    status 0: done; 1: the engine stalled; 2: the record buffer is full (retry with more room)."""
+    n = arrival.shape[0]
+    nb, n_cmds = P[P_NB], P[P_NCMDS]
+    ACT, PRE, RD, WR, RDA, WRA, PREA = P[P_ACT], P[P_PRE], P[P_RD], P[P_WR], P[P_RDA], P[P_WRA], P[P_PREA]
+    per_bank, fcfs, rowhit, cap = P[P_PER_BANK] != 0, P[P_FCFS] != 0, P[P_ROWHIT] != 0, P[P_CAP]
+    level, span = T[12], T[13]
+    n_units = P[P_NU]
+    # units: cmd, level, k, first due, interval, bank0, bank1, prea usable
+    accepted = np.zeros(n, np.int64)
+    done = np.full(n, -1, np.int64)
+    eligible = np.zeros(n, np.int64)
+    first_cmd = np.zeros(n, np.int8)
+    order = np.arange(n).astype(np.int64)
+    where = np.full(n, -1, np.int64)          # queue kind the request is in
+    nxt = np.full(n, -1, np.int64)
+    prv = np.full(n, -1, np.int64)
+    nq = n_ch * 4 * nb
+    qhead = np.full(nq, -1, np.int64)
+    qtail = np.full(nq, -1, np.int64)
+    qlen = np.zeros(nq, np.int64)
+    shead = np.full(n_ch * 2, -1, np.int64)
+    stail = np.full(n_ch * 2, -1, np.int64)
+    slen = np.zeros(n_ch * 2, np.int64)
+    open_row = np.full((n_ch, nb), -1, np.int64)
+    hits = np.zeros((n_ch, nb), np.int64)
+    blocked = np.zeros((n_ch, nb), np.bool_)
+    in_bank = np.zeros((n_ch, nb), np.int64)
+    due = np.zeros((n_ch, max(n_units, 1)), np.int64)
+    pending = np.zeros((n_ch, max(n_units, 1)), np.bool_)
+    cs = np.zeros((n_ch, N_CS), np.int64)
+    n_at = P[P_NA]
+    next_at = np.zeros(n_ch * n_at, np.int64)
+    n_w = P[P_NW]
+    maxc = 1
+    for w in range(T[8].shape[0]):
+        if T[8][w] > maxc:
+            maxc = T[8][w]
+    hist = np.zeros((n_ch * max(n_w, 1), maxc), np.int64)
+    hist_len = np.zeros(n_ch * max(n_w, 1), np.int64)
+    hist_head = np.zeros(n_ch * max(n_w, 1), np.int64)
+    issued = np.zeros((n_ch, n_cmds), np.int64)
+    records = np.zeros((record_cap, 5), np.int64)
+    n_rec = 0
+    for c in range(n_ch):
+        cs[c, LAST_DONE] = -1
+        nd = NEVER
+        for u in range(n_units):
+            due[c, u] = units[u, 3]
+            if due[c, u] < nd:
+                nd = due[c, u]
+        cs[c, NEXT_DUE] = nd
+    times = np.zeros(n_ch, np.int64)
+    cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
+    head = 0
+    now = 0
+    while True:
+        # 1. offer eligible requests in trace order
+        while head < n and arrival[head] <= now:
+            c = channel[head]
+            if not _has_room(P, cs, slen, c, is_write[head]):
+                break
+            accepted[head] = now
+            eligible[head] = now
+            if per_bank:
+                _push(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[head] else 0), head)
+                where[head] = 4
+            else:
+                _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, head)
+            cs[c, D_VALID] = 0
+            head += 1
+        if head >= n:
+            idle = True
+            for c in range(n_ch):
+                if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c] or slen[2 * c + 1]):
+                    idle = False
+                    break
+            if idle:
+                break
+        # 2. the next event
+        t_next = NEVER
+        for c in range(n_ch):
+            _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
+                    eligible, order, accepted, row, is_write, bank, level, span, cands)
+            t = cs[c, D_T] if cs[c, D_VALID] else NEVER
+            if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
+                t = now
+            times[c] = t
+            if t < t_next:
+                t_next = t
+        if head < n and arrival[head] > now and _has_room(P, cs, slen, channel[head], is_write[head]):
+            if arrival[head] <= t_next:
+                now = arrival[head]
+                continue
+        if t_next == NEVER:
+            return 1, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
+        # 3. every channel with an event in this cycle acts
+        for c in range(n_ch):
+            if times[c] != t_next:
+                continue
+            t = t_next
+            for _ in range(1 << 30):
+                _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
+                        eligible, order, accepted, row, is_write, bank, level, span, cands)
+                if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] < 0):
+                    break
+                cs[c, D_VALID] = 0                    # a refresh timer
+                _falls_due(P, units, cs, c, t, due, pending, blocked)
+            if cs[c, D_VALID] and cs[c, D_T] == t:
+                cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
+                cs[c, D_VALID] = 0
+                _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
+                if n_rec >= record_cap:
+                    if record_cap > 0:
+                        return 2, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
+                else:
+                    records[n_rec, 0] = t
+                    records[n_rec, 1] = c
+                    records[n_rec, 2] = cmd
+                    records[n_rec, 3] = k
+                    records[n_rec, 4] = req
+                    n_rec += 1
+                if req < 0:
+                    _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
+                else:
+                    _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
+                                    is_write, qhead, qtail, qlen, nxt, prv, where)
+            if per_bank:
+                r = _movable(P, cs, shead, slen, nxt, in_bank, bank, c)
+                if r >= 0:
+                    _unlink(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[r] else 0), r)
+                    eligible[r] = t + 1
+                    order[r] = cs[c, MOVED]
+                    cs[c, MOVED] += 1
+                    in_bank[c, bank[r]] += 1
+                    _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r)
+                    cs[c, D_VALID] = 0
+        now = t_next + 1
+    return 0, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
+
+
+@njit(cache=True)
+def _has_room(P, cs, slen, c, w):
+    if P[P_PER_BANK]:
+        queued = slen[2 * c + (1 if w else 0)]
+    else:
+        queued = cs[c, N_WRITES] if w else cs[c, N_READS]
+    return queued < (P[P_WQ_DEPTH] if w else P[P_RQ_DEPTH])
+
+
+@njit(cache=True)
+def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
+    nb = P[P_NB]
+    if is_write[r]:
+        cs[c, N_WRITES] += 1
+        kind = CQ if P[P_PER_BANK] else WQ
+    else:
+        cs[c, N_READS] += 1
+        kind = CQ if P[P_PER_BANK] else RQ
+    _push(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + bank[r], r)
+    where[r] = kind
+
+
+@njit(cache=True)
+def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
+    nb = P[P_NB]
+    kind = where[r]
+    _unlink(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + b, r)
+    where[r] = -1
+    if kind == AQ:
+        cs[c, N_ACTIVE] -= 1
+    elif is_write[r]:
+        cs[c, N_WRITES] -= 1
+    else:
+        cs[c, N_READS] -= 1
+
+
+@njit(cache=True)
+def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
+    """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
+    if cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
+        r = shead[2 * c + 1]
+    else:
+        r = shead[2 * c]
+    depth = P[P_CQ_DEPTH]
+    while r >= 0:
+        if in_bank[c, bank[r]] < depth:
+            return r
+        r = nxt[r]
+    return -1
+
+
+@njit(cache=True)
+def _falls_due(P, units, cs, c, now, due, pending, blocked):
+    nd = NEVER
+    for u in range(P[P_NU]):
+        if due[c, u] <= now and not pending[c, u]:
+            pending[c, u] = True
+            for b in range(units[u, 5], units[u, 6]):
+                blocked[c, b] = True
+        if not pending[c, u] and due[c, u] < nd:
+            nd = due[c, u]
+    cs[c, NEXT_DUE] = nd
+
+
+@njit(cache=True)
+def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
+            eligible, order, accepted, row, is_write, bank, level, span, cands):
+    """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
+    if cs[c, D_VALID] and cs[c, D_T] >= now:
+        return
+    n_units = P[P_NU]
+    if n_units and cs[c, NEXT_DUE] <= now:
+        _falls_due(P, units, cs, c, now, due, pending, blocked)
+    nb, n_at = P[P_NB], P[P_NA]
+    base = c * n_at
+    per_bank = P[P_PER_BANK] != 0
+    # best candidate: (t, class, order, cmd, k, req)
+    bt, bcls, bord, bcmd, bk, breq = NEVER, 0, 0, -1, -1, -1
+    found = False
+    refreshing = False
+    for u in range(n_units):
+        if not pending[c, u]:
+            continue
+        refreshing = True
+        ok, t, cmd, k = _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen)
+        if ok and (not found or t < bt):
+            found = True
+            bt, bcls, bord, bcmd, bk, breq = t, 1, 0, cmd, k, -1
+    # write-drain mode
+    if per_bank:
+        n_writes = slen[2 * c + 1]
+        n_reads = slen[2 * c] + cs[c, N_READS]
+    else:
+        n_writes = cs[c, N_WRITES]
+        n_reads = cs[c, N_READS]
+    low, high = F[0], F[1]
+    if cs[c, WRITE_MODE]:
+        if n_writes <= low and n_reads:
+            cs[c, WRITE_MODE] = 0
+    elif n_writes and (n_writes >= high or not n_reads):
+        cs[c, WRITE_MODE] = 1
+    kinds = (CQ, -1) if per_bank else (AQ, -1 if refreshing else (WQ if cs[c, WRITE_MODE] else RQ))
+    for kind in kinds:
+        if kind < 0:
+            continue
+        cls = 0 if kind == AQ else 2
+        found, bt, bcls, bord, bcmd, bk, breq = _best_of(
+            T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq)
+    if n_units and cs[c, NEXT_DUE] <= (bt if found else NEVER):
+        found = True
+        bt, bcmd, bk, breq = cs[c, NEXT_DUE], -1, -1, -1
+    if found:
+        cs[c, D_VALID] = 1
+        cs[c, D_T] = bt
+        cs[c, D_CMD] = bcmd
+        cs[c, D_K] = bk
+        cs[c, D_REQ] = breq
+    else:
+        cs[c, D_VALID] = 0
+
+
+@njit(cache=True)
+def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
+    cmd, k, b0, b1, prea_ok = units[u, 0], units[u, 2], units[u, 5], units[u, 6], units[u, 7]
+    nb = P[P_NB]
+    any_open = False
+    any_active = False
+    for b in range(b0, b1):
+        if open_row[c, b] >= 0:
+            any_open = True
+            if qlen[(c * 4 + AQ) * nb + b] > 0:
+                any_active = True
+    if not any_open:
+        return True, _earliest(T, next_at, base, cmd, k, now), cmd, k
+    if prea_ok:
+        if any_active:
+            return False, 0, 0, 0
+        return True, _earliest(T, next_at, base, P[P_PREA], k, now), P[P_PREA], k
+    found = False
+    bt, bb = 0, -1
+    for b in range(b0, b1):
+        if open_row[c, b] < 0 or qlen[(c * 4 + AQ) * nb + b] > 0:
+            continue
+        t = _earliest(T, next_at, base, P[P_PRE], b, now)
+        if not found or t < bt:
+            found = True
+            bt, bb = t, b
+    return found, bt, P[P_PRE], bb
+
+
+@njit(cache=True)
+def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+             accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq):
+    nb = P[P_NB]
+    mixed = P[P_PER_BANK] != 0
+    rowhit, cap = P[P_ROWHIT] != 0, P[P_CAP]
+    only = -1
+    if P[P_FCFS]:                       # only the oldest request
+        for b in range(nb):
+            q = (c * 4 + kind) * nb + b
+            if qlen[q] and not (blocked[c, b] and cls):
+                r = qhead[q]
+                if only < 0 or order[r] < order[only]:
+                    only = r
+        if only < 0:
+            return found, bt, bcls, bord, bcmd, bk, breq
+    cand_cmd, cand_req = cands[0], cands[1]
+    for b in range(nb):
+        q = (c * 4 + kind) * nb + b
+        if only >= 0:
+            if bank[only] != b:
+                continue
+        elif not qlen[q]:
+            continue
+        if blocked[c, b] and cls:
+            continue
+        orow = open_row[c, b]
+        first = only if only >= 0 else qhead[q]
+        nc = 0
+        if orow < 0:
+            cand_cmd[0] = P[P_ACT]
+            cand_req[0] = first
+            nc = 1
+        else:
+            rd_hit = wr_hit = -1
+            r = first
+            while r >= 0:
+                if row[r] == orow:
+                    if is_write[r]:
+                        if wr_hit < 0:
+                            wr_hit = r
+                    elif rd_hit < 0:
+                        rd_hit = r
+                    if not mixed or rd_hit >= 0 and wr_hit >= 0:
+                        break
+                r = -1 if only >= 0 else nxt[r]
+            miss = first if row[first] != orow else -1
+            for hit in (rd_hit, wr_hit):
+                if hit >= 0:
+                    cand_cmd[nc] = _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write)
+                    cand_req[nc] = hit
+                    nc += 1
+            if miss >= 0 and qlen[(c * 4 + AQ) * nb + b] == 0 and (
+                    nc == 0 or not rowhit or (cap and hits[c, b] >= cap)
+                    or not mixed and accepted[cand_req[0]] > accepted[miss]):
+                cand_cmd[nc] = P[P_PRE]
+                cand_req[nc] = miss
+                nc += 1
+        for i in range(nc):
+            req = cand_req[i]
+            t = now if now >= eligible[req] else eligible[req]
+            t = _earliest(T, next_at, base, cand_cmd[i], b, t)
+            o = order[req]
+            if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
+                found = True
+                bt, bcls, bord, bcmd, bk, breq = t, cls, o, cand_cmd[i], b, req
+    return found, bt, bcls, bord, bcmd, bk, breq
+
+
+@njit(cache=True)
+def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
+    """The column command for a queued hit: RDA/WRA (closed page) unless another queued request hits."""
+    writing = is_write[hit]
+    if P[P_RDA] >= 0:
+        nb = P[P_NB]
+        more = False
+        for kind in range(4):
+            r = qhead[(c * 4 + kind) * nb + b]
+            while r >= 0:
+                if r != hit and row[r] == orow:
+                    more = True
+                    break
+                r = nxt[r]
+            if more:
+                break
+        if not more:
+            return P[P_WRA] if writing else P[P_RDA]
+    return P[P_WR] if writing else P[P_RD]
+
+
+@njit(cache=True)
+def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
+                    qhead, qtail, qlen, nxt, prv, where):
+    if cmd == P[P_ACT]:
+        open_row[c, b] = row[req]
+        hits[c, b] = 0
+        if first_cmd[req] == 0:
+            first_cmd[req] = MISS
+        if not P[P_PER_BANK]:       # into the active buffer, freeing its read/write slot
+            _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
+            _push(qhead, qtail, qlen, nxt, prv, (c * 4 + AQ) * P[P_NB] + b, req)
+            where[req] = AQ
+            cs[c, N_ACTIVE] += 1
+        return
+    if cmd == P[P_PRE]:
+        open_row[c, b] = -1
+        if first_cmd[req] == 0:
+            first_cmd[req] = CONFLICT
+        return
+    if first_cmd[req] == 0:
+        first_cmd[req] = HIT
+    hits[c, b] += 1
+    _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
+    d = t if is_write[req] else t + P[P_RL]
+    done[req] = d
+    if d > cs[c, LAST_DONE]:
+        cs[c, LAST_DONE] = d
+    if cmd == P[P_RDA] or cmd == P[P_WRA]:
+        open_row[c, b] = -1
+    if P[P_PER_BANK]:
+        in_bank[c, b] -= 1
+
+
+@njit(cache=True)
+def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span):
+    if cmd == P[P_PRE]:
+        open_row[c, k] = -1
+        return
+    lv = level[cmd]
+    b0, b1 = k * span[lv], (k + 1) * span[lv]
+    if cmd == P[P_PREA]:
+        for b in range(b0, b1):
+            open_row[c, b] = -1
+        return
+    for u in range(P[P_NU]):
+        if pending[c, u] and units[u, 0] == cmd and units[u, 2] == k:
+            pending[c, u] = False
+            due[c, u] += units[u, 4]
+            for b in range(units[u, 5], units[u, 6]):
+                blocked[c, b] = False
+            if due[c, u] < cs[c, NEXT_DUE]:
+                cs[c, NEXT_DUE] = due[c, u]
+            break
+
+
+# ---- the Python side ------------------------------------------------------------------------------
+
+def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
+    """Replay with the compiled core: (accepted, done, first_cmd, issued[ch, cmd], last_done[ch],
+    records [(cycle, channel, cmd, node, request)] or None)."""
+    from .dram_controller import ChannelController, RequestLog
+    probe = ChannelController(tables, RequestLog([0], [0], [False]))    # the options, as the reference reads them
+    cfg = probe.cfg
+    T = build_tables(tables)
+    P = np.zeros(N_P, np.int64)
+    neg = lambda x: -1 if x is None else x
+    P[P_ACT], P[P_PRE], P[P_RD], P[P_WR] = probe.ACT, probe.PRE, probe.RD, probe.WR
+    P[P_RDA], P[P_WRA], P[P_PREA] = neg(probe.RDA), neg(probe.WRA), neg(tables.roles.prea)
+    P[P_NB], P[P_NCMDS] = tables.banks, tables.n_cmds
+    P[P_PER_BANK], P[P_FCFS], P[P_ROWHIT], P[P_CAP] = probe.per_bank, probe.fcfs, probe.rowhit, probe.cap
+    P[P_RQ_DEPTH], P[P_WQ_DEPTH], P[P_CQ_DEPTH] = cfg.read_queue_depth, cfg.write_queue_depth, cfg.command_queue_depth
+    P[P_RL] = tables.read_latency
+    P[P_NA] = tables.n_nodes * tables.n_cmds
+    P[P_NW] = len(tables.window_slots)
+    # the drain thresholds exactly as the reference computes them
+    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
+    prea = tables.roles.prea
+    units = np.zeros((max(len(probe.units), 1), 8), np.int64)
+    for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
+        prea_ok = prea is not None and level < BANK and tables.target_level(prea) == level
+        units[u] = (cmd, level, k, first_due, interval, banks[0], banks[-1] + 1, prea_ok)
+    P[P_NU] = len(probe.units)
+    args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]
+    w = np.asarray(is_write, np.bool_)
+    cap = 4 * len(arrival) + 1024 if record else 0
+    while True:
+        status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
+            T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap)
+        if status != 2:
+            break
+        cap *= 2
+    if status == 1:
+        raise RuntimeError("the DRAM engine stalled with requests outstanding")
+    return accepted, done, first_cmd, issued, last_done, records[:n_rec] if record else None
