@@ -151,6 +151,7 @@ def test_pim_weights_in_a_cacheable_region_is_an_error(capsys):
     assert "Traceback" not in err
 
 
+@pytest.mark.slow                                   # whole 1B/3B runs: CI's slow step
 def test_every_strategy_of_both_models_runs_from_the_cli(capsys):
     """`pimc run ... --set mapping.strategy=S --json` prints the numbers for every strategy and model
     (a one-layer model keeps this quick; the full models run in validation/pim_sherpa.py)."""
@@ -165,6 +166,7 @@ def test_every_strategy_of_both_models_runs_from_the_cli(capsys):
                 assert key in out
 
 
+@pytest.mark.slow                                   # whole 1B/3B runs: CI's slow step
 def test_3b_weight_duplication_does_not_fit_the_phone(capsys):
     """[PIM_SHERPA] Sec. 3.2: a second 6 GB copy of Llama 3.2 3B does not fit a 12 GB phone; SHERPA's does."""
     fits = {}

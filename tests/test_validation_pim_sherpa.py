@@ -15,6 +15,9 @@ from pimdsl.validation import pim_sherpa as P
 
 from .conftest import ROOT
 
+# Each row reruns whole phone workloads (minutes): CI runs them in its slow step (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 COMMITTED = json.loads((ROOT / "validation" / "pim_sherpa.json").read_text())
 BY_QUANTITY = {r["quantity"]: r for r in COMMITTED["rows"]}
 

@@ -74,20 +74,29 @@ class ReplayResult:
         }
 
 
-def default_engine() -> str:
-    """`compiled` (dram_core, numba) when numba is installed, else `python` (dram_controller, the
-    reference); $PIMDSL_DRAM_ENGINE chooses."""
+# Loading the cached compiled core costs about 1.4 s (compiling it on a cold cache, a minute or
+# more); the Python engine replays about 38k requests/s. Below this many requests the Python engine
+# finishes first, so a small replay never waits for the compiled core.
+COMPILED_MIN_REQUESTS = 50_000
+
+
+def default_engine(requests: int | None = None) -> str:
+    """`compiled` (dram_core, numba) when numba is installed and the trace is long enough to pay for
+    loading it, else `python` (dram_controller, the reference); both give identical results.
+    $PIMDSL_DRAM_ENGINE=python|compiled chooses."""
     chosen = os.environ.get("PIMDSL_DRAM_ENGINE")
     if chosen in ("python", "compiled"):
         return chosen
+    if requests is not None and requests < COMPILED_MIN_REQUESTS:
+        return "python"
     return "compiled" if importlib.util.find_spec("numba") is not None else "python"
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
     """Replay `trace`; with record_commands, `command_log` holds every command issued. `engine` is
-    `python` or `compiled` (identical results; default: `default_engine()`)."""
-    engine = engine or default_engine()
+    `python` or `compiled` (identical results; default: `default_engine(len(trace))`)."""
     n_ch = memory.organization.channels
+    engine = engine or default_engine(len(trace))
     if n_ch > 1 and not record_commands and identical_channels(trace, n_ch):
         # Every channel sees the same requests in lockstep, so every channel's controller goes
         # through the same states in the same cycles: simulate one and count it n_ch times.
