@@ -152,12 +152,12 @@ def test_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, message):
 def test_a_bug_at_one_point_is_a_failed_row_not_a_lost_sweep(tmp_path, capsys, monkeypatch):
     calls = []
 
-    def flaky(system, fast):
+    def flaky(system, fast, **_):
         calls.append(fast)
         if len(calls) == 2:
             raise RuntimeError("boom")
         return type("Result", (), {"report": {"ttft_s": 1.0, "shape": [1, 2], "exact": not fast}})()
-    monkeypatch.setattr("pimdsl.cli.sweep.run_system", flaky)
+    monkeypatch.setattr("pimdsl.driver.run_system", flaky)
     monkeypatch.delenv("PIMDSL_DEBUG", raising=False)
     out = tmp_path / "b.csv"
     status, _, err = sweep(capsys, GEMV, "--grid", "gemv.in=64,128,192", "-o", str(out), "-j", "1", "--exact")

@@ -15,11 +15,9 @@ import sys
 
 from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
-from ..interpreter.run import run_system
-from .. import loops
+from ..driver import kind_of_run, run_loaded
 from ..passes.program import CompileError
 from ..serving.requests import RequestsError
-from ..serving.neupims_serving import is_serving_strategy, simulate
 from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
 
 
@@ -48,18 +46,15 @@ def run(args) -> int:
     system, diags = load_system(args)
     if system is None:
         return 1
-    # a NeuPIMs serving strategy runs the iteration-level serving loop instead of step compilation
-    serving = is_serving_strategy(system)
-    bar, progress = _progress("requests" if serving else "decode steps")
     try:
-        loop = loops.for_system(system)          # a registered run loop chosen by the mapping
-        if loop is not None:
-            result = loop.run(system, timeline=bool(args.timeline))
-        elif serving:
-            result = simulate(system, progress=progress, timeline=bool(args.timeline))
-        else:
-            result = run_system(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
-                                timeline=bool(args.timeline))
+        kind = kind_of_run(system)               # the spec chooses the loop (pimdsl/driver.py)
+    except CompileError as exc:
+        return report_compile_error(exc, diags, args.file)
+    serving = kind != "steps"
+    bar, progress = _progress("requests" if kind == "serving" else "decode steps")
+    try:
+        result = run_loaded(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
+                            timeline=bool(args.timeline))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
     except RequestsError as exc:
@@ -84,7 +79,7 @@ def run(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     width = 16
-    keys = ("system", "model", "strategy", *(("tp", "pp", "batch", "dataset") if serving else ()),
+    keys = ("system", "model", "strategy", *(("tp", "pp", "batch", "dataset") if kind == "serving" else ()),
             "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s")
     for key in keys:
         value = report[key]

@@ -52,9 +52,9 @@ from contextlib import redirect_stderr
 from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.budget import DEFAULT_MAX_WORK
-from ..interpreter.run import run_system
-from .. import loops
+from ..driver import run_loaded
 from ..passes.program import CompileError
+from ..serving.requests import RequestsError
 from .executors import ClusterError, open_executor
 from .system import add_max_work, load_system, output_file, report_compile_error
 
@@ -149,12 +149,12 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
             if loaded is None:
                 return False, captured.getvalue()
             try:
-                loop = loops.for_system(loaded)   # a registered run loop chosen by the mapping
-                if loop is not None:
-                    return True, loop.run(loaded).report
-                return True, run_system(loaded, fast=not exact).report
+                return True, run_loaded(loaded, fast=not exact).report      # as `pimc run` (driver.py)
             except CompileError as exc:
                 report_compile_error(exc, diags, file)
+                return False, captured.getvalue()
+            except RequestsError as exc:
+                print(exc.render(), file=sys.stderr)
                 return False, captured.getvalue()
 
         except Exception as exc:                  # a bug in pimc: one failed point, not a lost sweep
