@@ -11,7 +11,7 @@ import sys
 from ..emit.templates import write_atomic
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.dram_tables import EngineError
-from ..interpreter.memory_system import replay
+from ..interpreter.memory_system import compiled_core_is_cached, default_engine, replay
 from ..interpreter.traces import FORMATS, TraceError, read_trace
 from .loading import load_reported
 from .system import add_max_work, output_file
@@ -45,6 +45,9 @@ def run(args) -> int:
         if not len(trace):
             print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
             return 0
+        if default_engine(len(trace)) == "compiled" and not compiled_core_is_cached():
+            print("pimc dram: compiling the DRAM core once (a minute or more; cached for later runs)",
+                  file=sys.stderr)
         result = replay(memory, trace, record_commands=bool(args.command_trace))
     except TraceError as exc:
         print(exc.render(), file=sys.stderr)

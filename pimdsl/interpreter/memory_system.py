@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -90,6 +91,13 @@ def default_engine(requests: int | None = None) -> str:
     if requests is not None and requests < COMPILED_MIN_REQUESTS:
         return "python"
     return "compiled" if importlib.util.find_spec("numba") is not None else "python"
+
+
+def compiled_core_is_cached() -> bool:
+    """Has numba's cache (beside dram_core.py) got the compiled replay loop? If not, the first
+    compiled replay compiles it, which takes a minute or more."""
+    folder = Path(__file__).resolve().parent / "__pycache__"
+    return any(folder.glob("dram_core.replay_core-*.nbi"))
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
