@@ -28,6 +28,11 @@ from ..lowering.stream import Item, Loop
 from .command_stream import Command, CommandTimer
 
 MIN_LOOP_FOR_PROBING = 3          # shorter loops are simply issued
+# A signature costs about as much as issuing a few commands (it reads every timing constraint of
+# every channel), so a loop is probed once per this many commands of its body, at iterations that
+# are multiples of a stride (itself a multiple of the period, so recurrences still line up): a
+# loop of cheap iterations is probed rarely or, if short, never; a heavy body every iteration.
+PROBE_EVERY_COMMANDS = 32
 
 
 class StreamTimer:
@@ -71,11 +76,22 @@ class StreamTimer:
     def _loop(self, loop: Loop) -> None:
         probing = self.fast and loop.count >= MIN_LOOP_FOR_PROBING + loop.period
         seen: dict[tuple, tuple[int, dict, Counter, int]] = {}
+        stride = 1
         i = 0
         while i < loop.count:
+            before = self.position
             self.run(loop.body(i))
             i += 1
             if not probing or i >= loop.count:
+                continue
+            if i == 1:                     # commands per iteration, skipped ones included
+                per_iteration = max(1, self.position - before)
+                periods = -(-PROBE_EVERY_COMMANDS // (per_iteration * loop.period))
+                stride = periods * loop.period
+                if loop.count < MIN_LOOP_FOR_PROBING * stride + stride:
+                    probing = False        # too short for probes this far apart to pay off
+                    continue
+            if i % stride:
                 continue
             sig = self._signature()
             hit = seen.get(sig)

@@ -62,15 +62,48 @@ class ProgramError(Exception):
 
 
 def evaluate(expr: Expr, env: dict):
-    if isinstance(expr, Num):
-        return expr.value
-    if isinstance(expr, Name):
-        return env[expr.name]
-    args = [evaluate(a, env) for a in expr.args]
-    if expr.op in ("/", "mod", "cdiv") and np.any(np.asarray(args[1]) == 0):
-        raise ProgramError(f"division by zero in '{expr.op}'", expr.span)
-    out = _OPS[expr.op](*args)
+    """The value of `expr` over `env` (ints, or numpy integer arrays for whole-tensor checks)."""
+    entry = _COMPILED.get(id(expr))
+    if entry is None:
+        entry = _COMPILED[id(expr)] = (expr, _closure(expr))   # the expr is kept: its id stays its own
+    out = entry[1](env)
     return int(out) if isinstance(out, np.integer) else out
+
+
+# Each expression becomes a tree of closures once (expanders evaluate the same few expressions
+# for every command of a stream), never Python source: nothing is eval-ed.
+_COMPILED: dict[int, tuple] = {}
+
+
+def _closure(expr: Expr):
+    if isinstance(expr, Num):
+        value = expr.value
+        return lambda env: value
+    if isinstance(expr, Name):
+        name = expr.name
+        return lambda env: env[name]
+    fn, args = _OPS[expr.op], [_closure(a) for a in expr.args]
+    if len(args) == 1:
+        a = args[0]
+        return lambda env: fn(a(env))
+    a, b = args
+    if expr.op in ("/", "mod", "cdiv"):
+        def checked(env, span=expr.span, op=expr.op):
+            x, y = a(env), b(env)
+            if (y == 0) if isinstance(y, int) else np.any(np.asarray(y) == 0):
+                raise ProgramError(f"division by zero in '{op}'", span)
+            return fn(x, y)
+        return checked
+    if expr.op in ("min", "max"):
+        pick = min if expr.op == "min" else max
+        def extreme(env):
+            x, y = a(env), b(env)
+            if isinstance(x, int) and isinstance(y, int):
+                return pick(x, y)
+            out = fn(x, y)
+            return int(out) if isinstance(out, np.integer) else out
+        return extreme
+    return lambda env: fn(a(env), b(env))
 
 
 def names_in(expr: Expr) -> set[str]:
