@@ -33,6 +33,7 @@ from ..lowering.records import PimWork
 from ..passes.manager import PassManager
 from ..passes.program import Program
 from ..passes.strategy import STRATEGIES
+from .affine_steps import AffineSteps
 from .op_timing import OpTimer, refresh_policy
 from .schedule import StepSchedule, schedule
 
@@ -85,13 +86,14 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     prefill_step = schedule(prefill, seconds_of)
     record("prefill", prefill_step)
     last = prefill
+    decode_at = _decode_steps(system, batch, input_len, output_len, manager)
     for s in range(output_len):
-        program = compile_step(system, "decode", batch, 1, input_len + s, manager)
-        step = schedule(program, seconds_of)
+        program, fitted = decode_at(input_len + s)
+        step = fitted.schedule(input_len + s, seconds_of, timeline) if fitted else schedule(program, seconds_of)
         record("decode", step)
-        if pim_step is None:
+        if s == 0:                         # the first decode step is always compiled
             pim_step = _pim_summary(program, timer)
-        last = program
+        last = program or last
         if progress is not None:
             progress(s + 1, output_len)
 
@@ -134,6 +136,28 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     if mapping is not None and mapping.strategy in STRATEGIES and model.architecture == "decoder":
         report.update(_host_only_baseline(system, report, fast))
     return RunResult(report, intervals, dict(manager.times_s))
+
+
+# Runs with at least this many decode steps compile three, the middle and the last one, and
+# schedule the others from the first's structure when the compiled ones lie on its lines.
+AFFINE_MIN_STEPS = 8
+
+
+def _decode_steps(system: System, batch: int, input_len: int, output_len: int, manager: PassManager):
+    """`context -> (compiled program or None, AffineSteps or None)` for the run's decode steps:
+    a compiled program for the steps compiled, else the fitted structure to schedule from."""
+    compile_at = lambda c: compile_step(system, "decode", batch, 1, c, manager)
+    if output_len < AFFINE_MIN_STEPS:
+        return lambda c: (compile_at(c), None)
+    first = [compile_at(input_len + s) for s in range(3)]
+    fitted = AffineSteps.fit(first)
+    checks = {c: compile_at(c) for c in (input_len + output_len // 2, input_len + output_len - 1)}
+    if fitted is not None and not all(fitted.verify(p) for p in checks.values()):
+        fitted = None
+    compiled = {p.context: p for p in first} | checks
+    if fitted is None:
+        return lambda c: (compiled.get(c) or compile_at(c), None)
+    return lambda c: (compiled[c], None) if c in compiled else (None, fitted)
 
 
 def _host_only_baseline(system: System, report: dict, fast: bool) -> dict:

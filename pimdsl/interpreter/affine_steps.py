@@ -1,0 +1,183 @@
+"""Decode steps that differ only in their KV length, compiled once.
+
+Decode step s of a run is step 0's op graph with a KV cache s tokens longer.
+The graph builder makes every shape, FLOP and byte count of an op affine in
+the context, and the passes place, lay out, allocate and lower an op alike
+whatever its KV length, so long as nothing but those counts changes. Rather
+than trusting that, `fit` checks it on three consecutive compiled steps:
+the same graph, every attribute equal but its numbers, every number with a
+zero second difference, every PIM stream the same (a PIM op's key holds its
+shape, so a stream that depends on the KV length refuses the fit). `verify`
+then checks the line against steps compiled further on (the last one, and
+one in the middle), which catches a count that is only piecewise affine
+(a tile count rounding up, a block size). A fitted run schedules every other
+step from the first step's structure with its numbers moved along their
+lines, without building or compiling a graph, and computes exactly what
+`schedule.schedule` computes on the compiled step.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from collections import defaultdict
+
+from ..emit.timeline import Interval
+from ..lowering.records import PimWork
+from ..passes.program import Program
+from .schedule import StepSchedule, _args
+
+
+def _leaves(value, out: list) -> object:
+    """The value's skeleton (numbers replaced by None), appending its numbers to `out`."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        out.append(value)
+        return None
+    if isinstance(value, PimWork):                  # a stream compares by its key
+        return ("pim", value.op, value.memory, value.family, value.key)
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _leaves(v, out)) for k, v in value.items()))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_leaves(v, out) for v in value))
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _NUMERIC_RECORDS:
+        return (type(value), tuple((f.name, _leaves(getattr(value, f.name), out))
+                                   for f in dataclasses.fields(value)))
+    return ("same", value)                          # anything else must be equal as it is
+
+
+# records whose numbers may follow the context (graph ops, host kernels); any other record
+# (an allocation, a declared program, a tiling) must stay equal from step to step
+_NUMERIC_RECORDS = {"Op", "Kernel"}
+
+
+def _rebuild(value, numbers, position: list):
+    """`value` with its numeric leaves replaced, in order, from `numbers`."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        position[0] += 1
+        return numbers[position[0] - 1]
+    if isinstance(value, PimWork):
+        return value
+    if isinstance(value, dict):
+        return {k: _rebuild(v, numbers, position) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_rebuild(v, numbers, position) for v in value)
+    if dataclasses.is_dataclass(value) and type(value).__name__ in _NUMERIC_RECORDS:
+        out = copy.copy(value)
+        for f in dataclasses.fields(value):
+            object.__setattr__(out, f.name, _rebuild(getattr(value, f.name), numbers, position))
+        return out
+    return value
+
+
+@dataclasses.dataclass
+class _Line:
+    """One attribute of one op whose numbers follow the context: value = base + slope * (c - c0)."""
+    op: int                       # index in program order
+    attr: str
+    template: object              # the attribute in the first step
+    base: list
+    slope: list
+
+    def at(self, steps: int):
+        numbers = [b + s * steps if s else b for b, s in zip(self.base, self.slope)]
+        return _rebuild(self.template, numbers, [0])
+
+
+class AffineSteps:
+    """A decode step's structure with the lines its numbers follow; see the module docstring."""
+
+    def __init__(self, first: Program, lines: list[_Line]):
+        self.first, self.context = first, first.context
+        g = first.graph
+        self.names = first.order()
+        index = {n: i for i, n in enumerate(self.names)}
+        self.attrs = [g.nodes[n] for n in self.names]
+        self.preds = [[index[p] for p in g.predecessors(n)] for n in self.names]
+        self.resources = [a["resource"] for a in self.attrs]
+        self.lines = lines
+        self.varying = sorted({line.op for line in lines if line.attr == "lowered"})
+        self._durations: list[float] | None = None
+
+    # ---- fitting -----------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, steps: list[Program]) -> "AffineSteps | None":
+        """The lines through three compiled steps of consecutive contexts, or None if they are not
+        one structure with affine numbers."""
+        a, b, c = steps
+        if not (b.context == a.context + 1 and c.context == b.context + 1):
+            return None
+        if not all(_same_graph(a, p) for p in (b, c)):
+            return None
+        lines = []
+        for i, name in enumerate(a.order()):
+            attrs = [p.graph.nodes[name] for p in steps]
+            if any(set(x) != set(attrs[0]) for x in attrs):
+                return None
+            for key, v0 in attrs[0].items():
+                n0, n1, n2 = [], [], []
+                skeletons = (_leaves(v0, n0), _leaves(attrs[1][key], n1), _leaves(attrs[2][key], n2))
+                if not (skeletons[0] == skeletons[1] == skeletons[2]) or not (len(n0) == len(n1) == len(n2)):
+                    return None
+                if n0 == n1 == n2:
+                    continue
+                slope = [y - x for x, y in zip(n0, n1)]
+                if any(z - y != s for y, z, s in zip(n1, n2, slope)):
+                    return None
+                lines.append(_Line(i, key, v0, n0, slope))
+        for category in a.memory_bytes:
+            values = [p.memory_bytes.get(category) for p in steps]
+            if values[1] - values[0] != values[2] - values[1]:
+                return None
+        return cls(a, lines)
+
+    def verify(self, compiled: Program) -> bool:
+        """Whether a step compiled at another context is what the lines predict for it."""
+        if not _same_graph(self.first, compiled):
+            return False
+        steps = compiled.context - self.context
+        predicted = {(line.op, line.attr): line.at(steps) for line in self.lines}
+        for i, name in enumerate(self.names):
+            attrs = compiled.graph.nodes[name]
+            if set(attrs) != set(self.attrs[i]):
+                return False
+            for key, value in attrs.items():
+                expected = predicted.get((i, key), self.attrs[i][key])
+                got, want = [], []
+                if _leaves(value, got) != _leaves(expected, want):
+                    return False
+                if len(got) != len(want) or not all(math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-300)
+                                                    for x, y in zip(got, want)):
+                    return False
+        return True
+
+    # ---- scheduling ----------------------------------------------------------------------------
+    def schedule(self, context: int, seconds_of, timeline: bool = False) -> StepSchedule:
+        """The step at `context`, as `schedule.schedule` would give it for the compiled step."""
+        if self._durations is None:
+            self._durations = [seconds_of(a) for a in self.attrs]
+        durations = list(self._durations)
+        steps = context - self.context
+        for line in self.lines:
+            if line.attr == "lowered":
+                durations[line.op] = seconds_of({**self.attrs[line.op], "lowered": line.at(steps)})
+        end = [0.0] * len(self.names)
+        free: dict[str, float] = defaultdict(float)
+        busy: dict[str, float] = defaultdict(float)
+        intervals = []
+        for i, resource in enumerate(self.resources):
+            start = max([free[resource], *(end[p] for p in self.preds[i])])
+            end[i] = start + durations[i]
+            free[resource] = end[i]
+            busy[resource] += durations[i]
+            if timeline:
+                intervals.append(Interval(resource, self.names[i], start, end[i], self.first.phase,
+                                          _args(self.attrs[i])))
+        return StepSchedule(max(end, default=0.0), tuple(intervals), dict(busy))
+
+
+def _same_graph(a: Program, b: Program) -> bool:
+    return a.order() == b.order() and set(a.graph.edges) == set(b.graph.edges)
