@@ -1,6 +1,8 @@
 """Shared test helpers: write a spec snippet to a file and elaborate it."""
 from __future__ import annotations
 
+import os
+import tempfile
 import textwrap
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +13,10 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter import dram_state
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# PIM op timings kept across runs (interpreter/timing_cache.py) go to a folder of this test run,
+# never the user's: every run starts cold, and its processes share what they time.
+os.environ.setdefault("PIMDSL_TIMING_CACHE", tempfile.mkdtemp(prefix="pimdsl-timing-"))
 
 
 @pytest.fixture
@@ -56,4 +62,5 @@ def issued_commands(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(dram_state.DeviceState, "issue", logged)
         patch.setenv("PIMDSL_DRAM_ENGINE", "python")      # replays through DeviceState, not the compiled core
+        patch.setenv("PIMDSL_TIMING_CACHE", "0")          # every PIM op timed here, none read back
         yield log

@@ -88,6 +88,7 @@ def test_standard_replays_within_its_rules(spec_file, monkeypatch, file, part, r
         return original(self, cmd, k, t)
 
     monkeypatch.setattr(dram_state.DeviceState, "issue", logged)
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", "0")
     trace = _trace(memory)
     # the oracle watches DeviceState (the Python engine; tests/test_dram_core.py holds the compiled one to it)
     result = replay(memory, trace, engine="python")

@@ -52,25 +52,38 @@ def _leaves(value, out: list) -> object:
 _NUMERIC_RECORDS = {"Op", "Kernel"}
 
 
-def _rebuild(value, numbers, position: list):
-    """`value` with its numeric leaves replaced, in order, from `numbers`."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return value
+def _builder(value, slope: list, position: list):
+    """A function of the numbers that rebuilds `value` with its moving numbers replaced (the
+    parts without one are shared, not copied), or None if none of its numbers move."""
+    if isinstance(value, bool) or value is None or isinstance(value, str) or isinstance(value, PimWork):
+        return None
     if isinstance(value, (int, float)):
         position[0] += 1
-        return numbers[position[0] - 1]
-    if isinstance(value, PimWork):
-        return value
+        i = position[0] - 1
+        return (lambda numbers: numbers[i]) if slope[i] else None
     if isinstance(value, dict):
-        return {k: _rebuild(v, numbers, position) for k, v in value.items()}
+        parts = [(k, b) for k, v in value.items() if (b := _builder(v, slope, position)) is not None]
+        if not parts:
+            return None
+        return lambda numbers: {**value, **{k: b(numbers) for k, b in parts}}
     if isinstance(value, (tuple, list)):
-        return type(value)(_rebuild(v, numbers, position) for v in value)
+        parts = [_builder(v, slope, position) for v in value]
+        if not any(parts):
+            return None
+        return lambda numbers: type(value)(v if b is None else b(numbers) for v, b in zip(value, parts))
     if dataclasses.is_dataclass(value) and type(value).__name__ in _NUMERIC_RECORDS:
-        out = copy.copy(value)
-        for f in dataclasses.fields(value):
-            object.__setattr__(out, f.name, _rebuild(getattr(value, f.name), numbers, position))
-        return out
-    return value
+        parts = [(f.name, b) for f in dataclasses.fields(value)
+                 if (b := _builder(getattr(value, f.name), slope, position)) is not None]
+        if not parts:
+            return None
+
+        def record(numbers):
+            out = copy.copy(value)
+            for name, b in parts:
+                object.__setattr__(out, name, b(numbers))
+            return out
+        return record
+    return None
 
 
 @dataclasses.dataclass
@@ -82,9 +95,11 @@ class _Line:
     base: list
     slope: list
 
+    def __post_init__(self):
+        self._build = _builder(self.template, self.slope, [0])
+
     def at(self, steps: int):
-        numbers = [b + s * steps if s else b for b, s in zip(self.base, self.slope)]
-        return _rebuild(self.template, numbers, [0])
+        return self._build([b + s * steps if s else b for b, s in zip(self.base, self.slope)])
 
 
 class AffineSteps:

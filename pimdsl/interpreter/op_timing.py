@@ -4,7 +4,8 @@ A PIM op is timed at command level on one channel (`PimWork`: every
 channel runs the same stream) from an idle, precharged device, with the
 memory's refresh as a blocking policy when its controller refreshes; in
 fast mode loops are skipped once periodic (stream_timer). Ops with the same
-key share one timing, so a model step times each distinct GEMV once.
+key share one timing, so a model step times each distinct GEMV once, and the
+timing is kept on disk for later runs (timing_cache).
 
 What a PIM time covers: every command of the op, from its first (mode
 change, or the first park-in read) to one past its last (`cycles`); the
@@ -16,11 +17,12 @@ section 1). Host reduction of lane partial sums is not modelled.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from ..ir.hardware import Memory
 from ..ir.workload import System
 from ..lowering.records import Kernel, PimWork
+from . import timing_cache
 from .command_stream import CommandTimer
 from .host_models import KernelTime, kernel_time
 from .stream_timer import StreamTimer
@@ -65,7 +67,13 @@ class OpTimer:
     def pim(self, work: PimWork) -> PimTime:
         hit = self._pim.get(work.key)
         if hit is None:
-            hit = self._pim[work.key] = time_pim(self.memories[work.memory], work.stream(0), self.fast)
+            memory = self.memories[work.memory]
+            name = timing_cache.entry_key(memory, work.key, "fast" if self.fast else "exact")
+            stored = timing_cache.load(name)
+            hit = PimTime(**stored) if stored else time_pim(memory, work.stream(0), self.fast)
+            if not stored:
+                timing_cache.store(name, asdict(hit))
+            self._pim[work.key] = hit
         return hit
 
     def kernel(self, kernel: Kernel) -> KernelTime:

@@ -1,0 +1,102 @@
+"""PIM op timings kept on disk across runs, sweep points and processes, keyed by content.
+
+A PIM op's time is a pure function of the memory it runs on (organization,
+timing rules, PIM unit, controller options), of its stream (the op's key:
+family, program, shape) and of the timing mode, computed by this version of
+pimdsl. The key hashes all of these: the memory as a canonical dump of its
+declared records (every field, sets sorted, nothing process-dependent), and
+pimdsl as a digest of its own source files, so editing a spec or the code
+invalidates every entry it could affect. Entries are small JSON files
+written atomically (temporary file, then rename), so parallel sweep workers
+share the folder safely; a corrupt or unreadable entry is recomputed.
+
+Folder: `$PIMDSL_TIMING_CACHE` if set, else `$PIMDSL_CACHE/timing` (default
+`~/.cache/pimdsl/timing`); `PIMDSL_TIMING_CACHE=0` turns the cache off.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def folder() -> Path | None:
+    chosen = os.environ.get("PIMDSL_TIMING_CACHE")
+    if chosen == "0":
+        return None
+    if chosen:
+        return Path(chosen)
+    return Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "timing"
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of every source file of the installed pimdsl package."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix in (".py", ".lark", ".j2") and "__pycache__" not in path.parts:
+            h.update(path.relative_to(PACKAGE).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def canonical(value) -> object:
+    """A JSON-able dump of declared records that is the same in every process."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, {f.name: canonical(getattr(value, f.name))
+                                       for f in dataclasses.fields(value)}]
+    if isinstance(value, dict):
+        return {"dict": sorted(([canonical(k), canonical(v)] for k, v in value.items()), key=repr)}
+    if isinstance(value, (set, frozenset)):
+        return {"set": sorted((canonical(v) for v in value), key=repr)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return repr(value)
+
+
+_MEMORY_DIGESTS: dict[int, tuple[object, str]] = {}    # id -> (memory, digest): the memory is kept alive
+
+
+def _memory_digest(memory) -> str:
+    entry = _MEMORY_DIGESTS.get(id(memory))
+    if entry is None:
+        digest = hashlib.sha256(json.dumps(canonical(memory), sort_keys=True).encode()).hexdigest()
+        entry = _MEMORY_DIGESTS[id(memory)] = (memory, digest)
+    return entry[1]
+
+
+def entry_key(memory, key: tuple, mode: str) -> str:
+    body = json.dumps([code_digest(), _memory_digest(memory), canonical(key), mode], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def load(name: str) -> dict | None:
+    root = folder()
+    if root is None:
+        return None
+    try:
+        return json.loads((root / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def store(name: str, value: dict) -> None:
+    root = folder()
+    if root is None:
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=root, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(value, f)
+        os.replace(tmp, root / f"{name}.json")
+    except OSError:
+        pass                                   # a read-only or full disk: just do not cache
