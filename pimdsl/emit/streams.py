@@ -5,11 +5,16 @@ count, and the commands of its first iteration indented below it (later
 iterations differ only in rows, columns and payloads). `timed_lines`
 unrolls every command and times it exactly (each op from an idle device,
 as `pimc run` does). `request_lines` is the host kernels' weight traffic
-as DRAMsim3 requests. All are generators: a template streams them to disk.
+as DRAMsim3 requests. All are generators of text: a template streams them to
+disk in chunks of `CHUNK_LINES` lines (a template expression per line would
+cost more than timing the command). Ops of one stream shape (one key) have
+the same issue cycles, so `timed_lines` times each shape once per process.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from array import array
+from itertools import islice
+from typing import Iterable, Iterator
 
 from ..interpreter.command_stream import Command, CommandTimer
 from ..interpreter.op_timing import refresh_policy
@@ -26,12 +31,28 @@ def _decls(memory: Memory) -> dict:
     return {d.name: d for d in memory.part.commands + (memory.pim.commands if memory.pim else ())}
 
 
-def _line(decls, c: Command, cycle, depth: int, op: str) -> dict:
+CHUNK_LINES = 4096
+
+
+def chunks(lines: Iterable[str]) -> Iterator[str]:
+    """Lines joined into chunks of CHUNK_LINES, for a template to write."""
+    it = iter(lines)
+    while True:
+        chunk = "".join(islice(it, CHUNK_LINES))
+        if not chunk:
+            return
+        yield chunk
+
+
+def _line(decls, c: Command, cycle, depth: int, op: str) -> str:
+    """`cycle channel scope rank bank_group bank row column command arguments kind op` (the
+    column header of codegen/commands.txt.j2)."""
     d = decls.get(c.name)
-    return {"depth": depth, "cycle": cycle, "c": c, "scope": d.scope if d else "-", "args": _args(d, c), "op": op}
+    return (f"{'  ' * depth}{'-' if cycle is None else cycle} {c.channel} {d.scope if d else '-'} {c.rank} "
+            f"{c.bank_group} {c.bank} {c.row} {c.column} {c.name} {_args(d, c) or '-'} {c.kind or '-'} {op}\n")
 
 
-def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator[dict]:
+def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator[str]:
     decls = _decls(memory)
 
     def walk(items, depth):
@@ -41,19 +62,35 @@ def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator
                     for i in range(item.count):
                         yield from walk(item.body(i), depth)
                     continue
-                yield {"depth": depth, "loop": item}
+                yield f"{'  ' * depth}repeat {item.count} ({item.label}):\n"
                 yield from walk(item.body(0), depth + 1)
             else:
                 yield _line(decls, item, None, depth, op)
     yield from walk(items, depth)
 
 
-def timed_lines(memory: Memory, items, op: str) -> Iterator[dict]:
+_CYCLES: dict[tuple, tuple] = {}           # (memory id, key) -> (memory, issue cycles)
+MAX_CACHED_CYCLES = 50_000_000             # 400 MB of cycles at most
+
+
+def timed_lines(memory: Memory, items, op: str, key: tuple | None = None) -> Iterator[str]:
+    """Every command of `items` with its exact issue cycle. With `key` (the op's stream shape),
+    the cycles are computed once for every op of that shape."""
+    decls = _decls(memory)
+    cached = _CYCLES.get((id(memory), key)) if key is not None else None
+    if cached is not None and cached[0] is memory:
+        for c, cycle in zip(unroll(items), cached[1]):
+            yield _line(decls, c, cycle, 0, op)
+        return
     pim = memory.pim
     timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
-    decls = _decls(memory)
+    cycles = array("q")
     for n, c in enumerate(unroll(items)):
-        yield _line(decls, c, timer.issue(c, n), 0, op)
+        cycle = timer.issue(c, n)
+        cycles.append(cycle)
+        yield _line(decls, c, cycle, 0, op)
+    if key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
+        _CYCLES[(id(memory), key)] = (memory, cycles)
 
 
 def request_lines(memory: Memory, kernels_allocs, limit: int) -> Iterator[str]:
