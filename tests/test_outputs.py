@@ -160,3 +160,16 @@ def test_a_terminated_compile_leaves_no_temporary(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and "pimc: interrupted" in err
     assert leftovers(tmp_path) == [] and not out.exists()
+
+
+def test_gzip_writes_the_same_lines_compressed_and_reproducibly(tmp_path, capsys):
+    import gzip
+    assert compile_to(tmp_path / "plain", "--unroll") == 0
+    assert compile_to(tmp_path / "z1", "--unroll", "--gzip") == 0
+    assert compile_to(tmp_path / "z2", "--unroll", "--gzip") == 0
+    for name in ("decode/commands.txt", "decode/requests.trace"):
+        plain = (tmp_path / "plain" / name).read_bytes()
+        zipped = (tmp_path / "z1" / f"{name}.gz").read_bytes()
+        assert gzip.decompress(zipped) == plain and len(zipped) < len(plain)
+        assert zipped == (tmp_path / "z2" / f"{name}.gz").read_bytes()     # no timestamp inside
+        assert not (tmp_path / "z1" / name).exists()

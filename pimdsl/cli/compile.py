@@ -8,7 +8,8 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
   requests.trace  the host kernels' weight reads as a DRAMsim3 request trace
                   (at most --max-requests lines; summary.json says if cut)
   graph.json, graph.dot   the op graph
-and DIR/summary.json. Everything is written into a temporary folder beside
+and DIR/summary.json; `--gzip` writes commands.txt.gz and requests.trace.gz
+instead, compressed as they stream. Everything is written into a temporary folder beside
 DIR that replaces DIR as a whole at the end (emit/atomic.py): a failed or
 interrupted compile leaves DIR as it was, and no file of an earlier compile
 survives in it. Pass times go to stderr (--time-passes), never into the
@@ -40,6 +41,8 @@ def add_parser(sub) -> None:
     p.add_argument("--graph", action="store_true", help="write only the op graphs (JSON and DOT) and the summary")
     p.add_argument("--unroll", action="store_true",
                    help="write every PIM command with its exactly timed issue cycle (large for whole models)")
+    p.add_argument("--gzip", action="store_true",
+                   help="gzip commands.txt and requests.trace as they are written (.gz names)")
     p.add_argument("--max-requests", type=count, default=100_000, metavar="N",
                    help="lines of requests.trace per step (default 100000)")
 
@@ -104,6 +107,7 @@ def _write_step(program: Program, folder: str, args) -> dict:
     if args.graph:
         return info
     memory = program.pim_memory
+    gz = ".gz" if args.gzip else ""
     if pim:
         listing, first_of, counted = [], {}, {}
         for name, w in pim:                 # ops with the same stream shape are listed once
@@ -115,7 +119,7 @@ def _write_step(program: Program, folder: str, args) -> dict:
             listing.append({"name": name, "commands": counted[w.key],
                             "same_as": same if same != name else None, "chunks": chunks(lines)})
         info["pim_commands"] = sum(op["commands"] for op in listing)
-        write_atomic(os.path.join(folder, "commands.txt"), "commands.txt.j2", system=program.system.name,
+        write_atomic(os.path.join(folder, "commands.txt" + gz), "commands.txt.j2", system=program.system.name,
                      phase=program.phase, memory=memory.name, tck_ns=memory.part.tck_s * 1e9,
                      timed=args.unroll, refresh=memory.controller.refresh, ops=listing)
     write_atomic(os.path.join(folder, "kernels.txt"), "kernels.txt.j2", system=program.system.name,
@@ -126,7 +130,7 @@ def _write_step(program: Program, folder: str, args) -> dict:
     host_memory = next((m for m in program.system.memories), None)
     if host_memory is not None:
         total = sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
-        write_atomic(os.path.join(folder, "requests.trace"), "requests.trace.j2",
+        write_atomic(os.path.join(folder, "requests.trace" + gz), "requests.trace.j2",
                      lines=request_lines(host_memory, host_allocs, args.max_requests))
         info["requests_total"] = total
         info["requests_written"] = min(total, args.max_requests)

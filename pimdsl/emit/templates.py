@@ -1,6 +1,8 @@
 """jinja2 rendering of everything pimdsl writes (templates live in codegen/)."""
 from __future__ import annotations
 
+import gzip
+import io
 from functools import lru_cache
 
 import jinja2
@@ -22,7 +24,15 @@ def render(template: str, **context) -> str:
 
 
 def write_atomic(path, template: str, **context) -> None:
-    """Stream a template into `path` atomically (ARCHITECTURE.md, pimc compile contract)."""
-    with atomic_file(path) as out:
-        for chunk in environment().get_template(template).generate(**context):
+    """Stream a template into `path` atomically (ARCHITECTURE.md, pimc compile contract); a path
+    ending in `.gz` is gzip-compressed as it streams, with no timestamp (same input, same bytes)."""
+    chunks = environment().get_template(template).generate(**context)
+    if not str(path).endswith(".gz"):
+        with atomic_file(path) as out:
+            for chunk in chunks:
+                out.write(chunk)
+        return
+    with atomic_file(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped, \
+            io.TextIOWrapper(zipped, encoding="utf-8") as out:
+        for chunk in chunks:
             out.write(chunk)
