@@ -61,6 +61,13 @@ def pim_cycles(memory: Memory, out_per_pch: int, in_dim: int, refresh: str | Non
     return end + 1, kinds                   # the first command issues at the count's cycle 1
 
 
+def stream_cycles(memory: Memory, out_per_pch: int, in_dim: int) -> int:
+    """The whole declared stream, readback included, timed exactly: what `pimc run` reports as pim_cycles."""
+    pim = memory.pim
+    timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
+    return max(timer.issue(c, n) for n, c in enumerate(gemv_commands(memory, out_per_pch, in_dim))) + 1
+
+
 def system_pim_cycles(memory: Memory, out: int, in_dim: int) -> int:
     """The whole memory: its pCHs are independent and identical, so one pCH's time."""
     return pim_cycles(memory, math.ceil(out / memory.organization.channels), in_dim)[0]
