@@ -67,3 +67,28 @@ def test_system_and_baseline(aquabolt):
     assert H.system_pim_cycles(aquabolt, 4096, 4096) == s["pim"]
     base = H.baseline_cycles(aquabolt, 4096, 4096)
     assert abs(base / s["reference_baseline"] - 1) * 100 <= abs(s["baseline_error_pct"]) + 1.0
+
+
+def test_staggered_refresh_is_a_controller_option(aquabolt):
+    """[REFDATA] pim README Sec. 3: the computing rank's first refresh is due at tREFI / 2 (2 ranks,
+    staggered), which puts one refresh inside the 4096 x 512 kernel; unstaggered, none."""
+    from dataclasses import replace
+    from pimdsl.interpreter.command_stream import CommandTimer
+    assert CommandTimer(aquabolt, refresh="blocking").dues(0) == [1950, 3900]
+    plain = replace(aquabolt, controller=replace(aquabolt.controller, refresh_stagger=False))
+    assert CommandTimer(plain, refresh="blocking").dues(0) == [3900, 3900]
+    assert H.pim_cycles(aquabolt, 64, 512)[1]["REF"] == 1
+    assert H.pim_cycles(plain, 64, 512)[1]["REF"] == 0
+
+
+def test_issued_as_names_a_command_of_the_part(tmp_path):
+    library = (ROOT / "specs" / "pim" / "hbm_pim.pim").read_text()
+    (tmp_path / "unit.pim").write_text(library.replace("command PARK_RD    { issued_as = RD; }",
+                                                       "command PARK_RD    { issued_as = RDD; }"))
+    spec = (ROOT / "specs" / "reference" / "hbm_pim_gemv.pim").read_text()
+    spec = spec.replace('import "../dram/hbm2.pim";', f'import "{ROOT / "specs" / "dram" / "hbm2.pim"}";')
+    spec = spec.replace('import "../pim/hbm_pim.pim";', 'import "unit.pim";')
+    (tmp_path / "system.pim").write_text(spec)
+    result, diags = load_spec(str(tmp_path / "system.pim"))
+    text = diags.render_all()
+    assert result is None and "issued as 'RDD'" in text and "RD" in text and "unit.pim" in text
