@@ -59,7 +59,7 @@ def test_no_regression_against_pimsimulator(aquabolt, row):
     ours, _ = H.pim_cycles(aquabolt, math.ceil(row["out"] / 64), row["in"])
     assert ours == row["ours"]
     error = (ours / row["reference"] - 1) * 100
-    assert abs(error) <= max(abs(row["error_pct"]), 5.0) + 0.01, f"{error:+.2f}% vs committed {row['error_pct']:+.2f}%"
+    assert abs(error) <= 5.0, f"{error:+.2f}% (target 5%, [REFDATA] pim README Sec. 1 and extra.json)"
 
 
 def test_system_and_baseline(aquabolt):
@@ -71,14 +71,14 @@ def test_system_and_baseline(aquabolt):
 
 def test_staggered_refresh_is_a_controller_option(aquabolt):
     """[REFDATA] pim README Sec. 3: the computing rank's first refresh is due at tREFI / 2 (2 ranks,
-    staggered), which puts one refresh inside the 4096 x 512 kernel; unstaggered, none."""
+    staggered), which puts one refresh inside the 4096 x 1024 kernel (3,685 cycles); unstaggered, none."""
     from dataclasses import replace
     from pimdsl.interpreter.command_stream import CommandTimer
     assert CommandTimer(aquabolt, refresh="blocking").dues(0) == [1950, 3900]
     plain = replace(aquabolt, controller=replace(aquabolt.controller, refresh_stagger=False))
     assert CommandTimer(plain, refresh="blocking").dues(0) == [3900, 3900]
-    assert H.pim_cycles(aquabolt, 64, 512)[1]["REF"] == 1
-    assert H.pim_cycles(plain, 64, 512)[1]["REF"] == 0
+    assert H.pim_cycles(aquabolt, 64, 1024)[1]["REF"] == 1
+    assert H.pim_cycles(plain, 64, 1024)[1]["REF"] == 0
 
 
 def test_issued_as_names_a_command_of_the_part(tmp_path):

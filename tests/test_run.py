@@ -99,9 +99,9 @@ def test_unrolled_trace_is_timed_and_matches_the_reference_end_point(tmp_path, c
     text = (out / "prefill" / "commands.txt").read_text()
     assert text == (GOLDEN / "hbm_pim_gemv_64x128_unrolled.txt").read_text()
     # the last park-out read's data returns (RL 20 + BL/2 2 cycles) at the validation's count, from cycle 1:
-    # validation/pim_hbm.md, out 4096 x in 128 (the same per-pCH kernel) -> 783 cycles
+    # validation/pim_hbm.md, out 4096 x in 128 (the same per-pCH kernel) -> 714 cycles
     last_park = max(int(l.split()[0]) for l in text.splitlines() if not l.startswith("#") and " park_rd " in l)
-    assert last_park + 22 + 1 == 783
+    assert last_park + 22 + 1 == 714
 
 
 def test_a_region_too_small_is_a_diagnostic_and_writes_nothing(tmp_path, capsys):

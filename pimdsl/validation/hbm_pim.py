@@ -48,16 +48,16 @@ def pim_cycles(memory: Memory, out_per_pch: int, in_dim: int, refresh: str | Non
     timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows,
                          refresh=refresh or refresh_policy(memory))
     data_return = memory.part.read_latency_cycles
-    end, kinds = 0, {}
+    end, kinds, refreshes = 0, {}, 0
     for n, cmd in enumerate(gemv_commands(memory, out_per_pch, in_dim)):
         if cmd.kind == "readback":          # the result readback is not in the reference's count
             break
         cycle = timer.issue(cmd, n)
         if cmd.name == "RD":
-            end = cycle + data_return
+            end, refreshes = cycle + data_return, timer.refreshes
         key = f"{cmd.kind}.{cmd.name}"
         kinds[key] = kinds.get(key, 0) + 1
-    kinds["REF"] = timer.refreshes
+    kinds["REF"] = refreshes                # refreshes before the last counted read
     return end + 1, kinds                   # the first command issues at the count's cycle 1
 
 
