@@ -122,7 +122,7 @@ class Controller:
                                   # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
     # the ordered-stream timer's refresh: every unit first due at tREFI (False), or staggered, unit k of
     # n first due at (k + 1) tREFI / n (True), as the request-level controller always does
-    refresh_stagger: bool = False
+    refresh_stagger: bool = field(default=False, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)
