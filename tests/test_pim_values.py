@@ -7,6 +7,8 @@ hide them.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -16,7 +18,10 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter import neupims_values as NV
 from pimdsl.interpreter import pim_values as PV
-from pimdsl.lowering.hbm_pim_gemv import gemv_stream
+from pimdsl.interpreter import program_values as PVX
+from pimdsl.interpreter.program_values import run_gemv
+from pimdsl.lowering.pim_program import expand
+from pimdsl.lowering.stream import unroll
 from pimdsl.lowering.neupims_attention import score_stream
 from pimdsl.validation import neupims as N
 
@@ -24,52 +29,50 @@ from .conftest import ROOT
 
 
 @pytest.fixture(scope="module")
-def aquabolt():
-    spec, diags = load_spec(str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim"))
-    return spec.memories["aquabolt_xl"]
-
-
-@pytest.fixture(scope="module")
 def neupims():
     return N.neupims_memory()
 
 
-def run_gemv(memory, w, x, dtype):
-    banks = PV.Banks(memory, dtype)
-    PV.place_gemv_weights(memory, banks, w)
-    ex = PV.HbmPimExecutor(memory, banks)
-    for cmd in gemv_stream(memory, w.shape[0], w.shape[1], x=x):
-        ex.execute(cmd)
-    return PV.read_gemv_result(memory, banks, w.shape[0], w.shape[1])
+@pytest.fixture(scope="module")
+def aquabolt_2ch():
+    """Two pCHs are enough to hold two channels' shares; values do not depend on the channel count."""
+    spec, diags = load_spec(str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim"), ["AQUABOLT_XL.organization.channels=2"])
+    return spec.memories["aquabolt_xl"]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(out=st.integers(1, 160), n=st.integers(1, 400), dtype=st.sampled_from(["fp16", "bf16"]),
        seed=st.integers(0, 2**32 - 1))
-def test_hbm_pim_gemv_equals_numpy(aquabolt, out, n, dtype, seed):
+def test_hbm_pim_gemv_equals_numpy(aquabolt_2ch, out, n, dtype, seed):
+    """Through the declared program of specs/pim/hbm_pim.pim (even input tiles before odd ones)."""
+    memory = aquabolt_2ch
     dt = PV.NUMPY_DTYPES[dtype]
     rng = np.random.default_rng(seed)
     w = rng.uniform(-1, 1, (out, n)).astype(dt)
     x = rng.uniform(-1, 1, n).astype(dt)
-    y = run_gemv(aquabolt, w, x, dtype)
-    assert np.array_equal(y, PV.hbm_pim_gemv_reference(w, x, dtype))
+    y = run_gemv(_with_dtype(memory, dtype), memory.pim.program("gemv"), w, x)
+    assert np.array_equal(y, PV.hbm_pim_gemv_reference(w, x, dtype, even_tiles_first=128))
     exact = w.astype(np.float64) @ x.astype(np.float64)
     eps = float(ml_dtypes.finfo(dt).eps)
     assert np.all(np.abs(y - exact) <= 2 * eps * np.sqrt(n) * np.abs(w.astype(np.float64)) @ np.abs(x.astype(np.float64)) + 1e-6)
 
 
-def test_a_misplaced_weight_is_caught(aquabolt):
+def _with_dtype(memory, dtype):
+    return replace(memory, pim=replace(memory.pim, dtype=dtype))
+
+
+def test_a_misplaced_weight_is_caught(aquabolt_2ch):
     rng = np.random.default_rng(1)
     w = rng.uniform(-1, 1, (64, 256)).astype(np.float16)
     x = rng.uniform(-1, 1, 256).astype(np.float16)
-    banks = PV.Banks(aquabolt, "fp16")
-    PV.place_gemv_weights(aquabolt, banks, w)
-    banks.rows[(0, 0)][[0, 1]] = banks.rows[(0, 0)][[1, 0]]      # swap two bursts of bank 0
-    ex = PV.HbmPimExecutor(aquabolt, banks)
-    for cmd in gemv_stream(aquabolt, 64, 256, x=x):
+    program, shape = aquabolt_2ch.pim.program("gemv"), {"n": 64, "k": 256, "m": 1}
+    ex = PVX.ProgramExecutor(aquabolt_2ch, x, 64)
+    PVX.place(ex, program, shape, "weight", w)
+    rows = ex.bank_rows(0, 0, 0).rows[(0, 0)]
+    rows[[0, 1]] = rows[[1, 0]]                                  # swap two bursts of bank 0
+    for cmd in unroll(expand(aquabolt_2ch, program, shape, 0, values=True)):
         ex.execute(cmd)
-    y = PV.read_gemv_result(aquabolt, banks, 64, 256)
-    assert not np.allclose(y, w.astype(np.float64) @ x.astype(np.float64), atol=1e-2)
+    assert not np.allclose(ex.y[:32], w[:32].astype(np.float64) @ x.astype(np.float64), atol=1e-2)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

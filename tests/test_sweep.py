@@ -69,11 +69,13 @@ def test_range_shorthand_includes_stop_and_one_worker_runs_in_process(tmp_path, 
     assert status == 0, err
     _, rows = read_csv(out)
     assert [r["gemv.in"] for r in rows] == ["64", "128", "192", "256", "1024"]
-    assert [int(r["memory_bytes.weights"]) for r in rows] == [4096 * n * 2 for n in (64, 128, 192, 256, 1024)]
+    # the whole rows the declared HBM-PIM layout takes (specs/pim/hbm_pim.pim): 2 rows per pair of
+    # 128-input tiles plus the drain row, each row index 64 pCH x 16 banks x 1 KiB = 1 MiB
+    assert [int(r["memory_bytes.weights"]) for r in rows] == [n * 2**20 for n in (3, 3, 3, 3, 9)]
 
 
 def test_failed_points_are_rows_and_exit_1(tmp_path, capsys):
-    """A shape of 0 fails to load; 10^7 outputs load but do not fit in memory (a compile error)."""
+    """A shape of 0 fails to load; 10^7 outputs load but their layout leaves the memory's rows (a compile error)."""
     out = tmp_path / "f.csv"
     status, stdout, err = sweep(capsys, GEMV, "--grid", "gemv.out=1024,0,10000000,4096", "-o", str(out))
     assert status == 1
@@ -81,10 +83,11 @@ def test_failed_points_are_rows_and_exit_1(tmp_path, capsys):
     assert [r["gemv.out"] for r in rows] == ["1024", "0", "10000000", "4096"]
     assert [r["ok"] for r in rows] == ["true", "false", "false", "true"]
     assert "error: a shape holds positive whole numbers" in rows[1]["error"]
-    assert "does not fit in memory" in rows[2]["error"]
+    assert "the layout does not cover" in rows[2]["error"] and "outside 0..16383" in rows[2]["error"]
     assert "\n" not in rows[1]["error"]
     assert rows[1]["ttft_s"] == "" and float(rows[0]["ttft_s"]) > 0
-    assert int(rows[3]["memory_bytes.weights"]) == 4 * int(rows[0]["memory_bytes.weights"])
+    # 1024 and 4096 outputs are both one 64-output tile per pCH: the same padded rows
+    assert int(rows[3]["memory_bytes.weights"]) == int(rows[0]["memory_bytes.weights"]) == 33 * 2**20
     assert "2 of 4 point(s) failed" in err
     assert "gemv.out=0: " in err and "gemv.out=10000000: " in err
     assert "pimc run" in err                      # how to see one failure in full

@@ -74,7 +74,9 @@ def check_pim_programs(spec, diags) -> None:
         if memory is None or not memory.pim.programs or system.model is None or system.workload is None:
             continue
         work, seen = system.workload, set()
-        for phase, tokens, context in (("prefill", work.input_len, 0), ("decode", 1, work.input_len)):
+        steps = (("prefill", work.input_len, 0), ("decode", 1, work.input_len))
+        # a graph model runs one step, placed by the prefill block
+        for phase, tokens, context in steps[:1] if system.model.architecture == "graph" else steps:
             program = step_program(system, phase, work.batch, tokens, context)
             try:
                 for run in (placement.run, layout.run, tiling.run):

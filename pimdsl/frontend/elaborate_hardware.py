@@ -23,7 +23,7 @@ FAMILIES = ("ddr3", "ddr4", "ddr5", "lpddr4", "lpddr5", "lpddr5x", "hbm2", "hbm3
 DTYPES = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
 DTYPE_BITS = {"fp32": 32, "fp16": 16, "bf16": 16, "int8": 8, "int4": 4, "fp8": 8}
 PLACEMENTS = ("bank", "bank_pair", "bank_group", "rank", "buffer_chip", "pseudo_channel", "channel")
-COMMAND_SCOPES = LEVELS + ("bank_pair", "all_banks")
+COMMAND_SCOPES = LEVELS + ("bank_pair", "all_banks", "parity_banks")
 RULE_SCOPES = LEVELS + ("bank_pair",)
 # A channel's command buses: one shared bus, or HBM's separate row and column buses.
 COMMAND_BUSES = ("command", "row", "column")
@@ -142,9 +142,16 @@ class HardwareBuilder:
                 data_cycles=self._whole_cycles(r, "data_cycles", 0),
                 refresh=r.flag("refresh", False),
                 span=node.span,
-                effect=r.choice("effect", tuple(EFFECTS), "none")))
+                effect=r.choice("effect", tuple(EFFECTS), "none"),
+                issued_as=self._issued_as(r)))
             r.finish()
         return tuple(out)
+
+    def _issued_as(self, r: Reader) -> str:
+        names = r.symbols("issued_as", default=())
+        if len(names) > 1:
+            r.fail("'issued_as' names one DRAM command of the part", "issued_as", "e.g. issued_as = RD;")
+        return names[0] if names else ""
 
     def _whole_cycles(self, r: Reader, name: str, default: int) -> int:
         """A command's bus occupancy: a plain number or cycles (`data_cycles = tBL`)."""
@@ -277,6 +284,11 @@ class HardwareBuilder:
                 names = rule.commands if isinstance(rule, TimingWindow) else rule.preceding + rule.following
                 self._check_rule_names(rule.scope, names, known, rule.span)
             check_program_commands(pim, known, self.diags)
+            for c in pim.commands:
+                if c.issued_as and c.issued_as not in {p.name for p in part.commands}:
+                    self.diags.error(f"command {c.name} is issued as '{c.issued_as}', which {part.name} does not "
+                                     "declare", c.span, did_you_mean(c.issued_as, sorted(p.name for p in part.commands),
+                                                                     f"commands of {part.name}"))
         memory = Memory(
             name=node.name, count=count, part=part, organization=org, address_map=address_map,
             address_bits=bits, offset_bits=offset,
@@ -325,7 +337,8 @@ class HardwareBuilder:
             write_drain_low=r.number("write_drain_low", 0.2),
             queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
             command_queue_depth=r.integer("command_queue_depth", 8),
-            pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"))
+            pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"),
+            refresh_stagger=r.flag("refresh_stagger", False))
         if out.refresh != "none" and out.refresh not in part.refresh_modes:
             r.fail(f"{part.name} has no {out.refresh} refresh (it has {', '.join(part.refresh_modes)})", "refresh",
                    "choose one of " + ", ".join(part.refresh_modes + ("none",)))

@@ -8,7 +8,8 @@ command to a closed bank or an ACT to an open one is a lowering bug and
 raises `StreamError` with the command's position.
 
 Refresh is a policy of the timer: `none`, or `blocking` (each refresh unit
-of the part's REF scope falls due every tREFI, first at tREFI; when the next
+of the part's REF scope falls due every tREFI, first at tREFI, or at
+(k + 1) tREFI / n for unit k of n with the controller's `refresh_stagger`; when the next
 command could only issue at or after that, the timer closes the open rows
 with PREA, issues REF, reopens the rows the stream had open with the
 commands that opened them, and goes on). PIM row buffers are not closed.
@@ -108,6 +109,18 @@ class CommandTimer:
         if self.ref is None or self.prea is None or not self.tREFI:
             raise StreamError("blocking refresh needs REF and PREA commands and tREFI")
         self.ref_level = t.target_level(self.ref)
+        self.stagger = t.memory.controller.refresh_stagger
+
+    def dues(self, channel: int) -> list[int]:
+        """The cycle each refresh unit of `channel` next falls due."""
+        due = self.refresh_due.get(channel)
+        if due is None:
+            n = self.tables.count[self.ref_level]
+            # staggered (controller option): unit k of n first due at (k + 1) tREFI / n, as DRAMSim2
+            # and the request-level controller stagger ranks; else every unit first at tREFI
+            due = self.refresh_due[channel] = [(u + 1) * self.tREFI // n if self.stagger else self.tREFI
+                                               for u in range(n)]
+        return due
 
     def _refresh_units(self, level: int, k: int, bank: int) -> Iterable[int]:
         """The refresh units under or above a command's node (level, k); `bank` is one of its banks."""
@@ -118,7 +131,7 @@ class CommandTimer:
         """Refresh unit `k` while it falls due by `cycle + span`; the cycle the stream resumes
         from. `bank` is the command's bank (where PREA closes rows) when it is in the unit."""
         t, state = self.tables, self.states[channel]
-        due = self.refresh_due.setdefault(channel, [self.tREFI] * t.count[self.ref_level])
+        due = self.dues(channel)
         rows = self.open_row[channel].setdefault("mem", [-1] * t.banks)
         while cycle + span >= due[k]:
             # announced work that would run into the refresh pulls it in (JESD235 allows REF early)

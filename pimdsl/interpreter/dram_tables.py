@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from ..ir.hardware import LEVELS, CommandDecl, Memory, TimingRule, TimingWindow
 
 # Command scopes that name a level of the hierarchy; all_banks acts on a rank.
-SCOPE_LEVEL = {"channel": 0, "pseudo_channel": 1, "rank": 2, "all_banks": 2,
+SCOPE_LEVEL = {"channel": 0, "pseudo_channel": 1, "rank": 2, "all_banks": 2, "parity_banks": 2,
                "bank_group": 3, "bank": 4, "bank_pair": 4}
 BANK = len(LEVELS) - 1
 

@@ -4,8 +4,9 @@ State, as the unit declares it: the banks' rows (`Banks`, per channel,
 pseudo-channel and rank), one global buffer per channel, and each register
 file once per PIM unit (per bank, bank pair, bank group or rank, as its
 `placement` says), each entry one SIMD word of `lanes` elements of the unit's
-datatype. A command acts on the banks its scope covers, by its declared
-effect:
+datatype. A command acts on the banks its scope covers (`parity_banks`: the
+banks of the rank with the addressed bank's parity, the even or the odd bank
+of every pair), by its declared effect:
 
   load      the input vector's `lanes` elements from `input` (zeros past its end) into entry `reg`
             of the buffer or register file it writes
@@ -65,11 +66,13 @@ class ProgramExecutor:
         bpg, per_rank = self.org.banks_per_group, self.org.banks_per_rank
         flat = c.bank_group * bpg + c.bank
         return {"bank": [flat], "bank_pair": [flat - flat % 2, flat - flat % 2 + 1],
+                "parity_banks": list(range(flat % 2, per_rank, 2)),
                 "bank_group": list(range(c.bank_group * bpg, (c.bank_group + 1) * bpg))}.get(
             decl.scope, list(range(per_rank)))
 
     def execute(self, c: Command) -> None:
-        decl = self.decls.get(c.name)
+        name = c.data.get("command", c.name) if isinstance(c.data, dict) else c.name
+        decl = self.decls.get(name)
         if decl is None or decl.effect == "none":
             return
         a, rows = c.data, self.bank_rows(c.channel, c.pseudo_channel, c.rank)

@@ -127,9 +127,8 @@ class StreamTimer:
         deltas = {ch: t.last.get(ch, 0) - lasts.get(ch, 0) for ch in t.states}
         periods = (count - i) // span
         for ch, delta in deltas.items():           # never skip across a refresh that falls due
-            due = t.refresh_due.get(ch)
             if t.ref is not None and delta > 0:
-                first_due = min(due) if due else t.tREFI
+                first_due = min(t.dues(ch))
                 # ... nor near enough that an announced estimate would pull it in (PIM_HEADER)
                 horizon = first_due - 1 - t.max_estimate - t.last.get(ch, 0)
                 periods = min(periods, max(0, horizon // delta))

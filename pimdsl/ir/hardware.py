@@ -79,6 +79,9 @@ class CommandDecl:
     refresh: bool
     span: Span = field(compare=False, repr=False)
     effect: str = field(default="none", metadata={"json": "omit_default"})   # what it does to declared state in a PIM program (ir/pim_program.EFFECTS)
+    # a PIM command that is an ordinary DRAM command of the part on the bus (HBM-PIM's MAC reads are
+    # RDs): timed as that command, its effect still the unit's
+    issued_as: str = field(default="", metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,9 @@ class Controller:
     pim_blocking: str             # how a single-row-buffer PIM unit shares its channels with reads
                                   # and writes: serial (PIM phases run alone) or channel (a mode switch
                                   # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
+    # the ordered-stream timer's refresh: every unit first due at tREFI (False), or staggered, unit k of
+    # n first due at (k + 1) tREFI / n (True), as the request-level controller always does
+    refresh_stagger: bool = field(default=False, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

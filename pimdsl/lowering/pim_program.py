@@ -2,7 +2,10 @@
 
 One channel's stream for one op: each `for` becomes a `Loop` (so streams stay
 small and fast timing keeps working), each issue a typed `Command` (its kind
-is the command's declared effect, or its name for effect `none`). The names
+is the command's declared effect, or its name for effect `none`). A command
+declared `issued_as` a DRAM command of the part goes on the bus as that
+command (timed by the part's rules) and keeps its own kind; in values mode
+its data names the unit's command, whose effect the executor applies. The names
 a program reads are the op's shape, the program's lets, the loop variables
 and `constants(memory)`: the organization as the unit sees it and the sizes
 of its state, in entries of one SIMD word.
@@ -62,7 +65,12 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
         effect = decl.effect if decl is not None else "none"
         bank_group, bank = divmod(a.get("bank", 0), org.banks_per_group)
         data = {k: v for k, v in a.items() if k not in PLACE_ARGS} if values else None
-        return Command(stmt.command, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, bank,
+        name = stmt.command
+        if decl is not None and decl.issued_as:       # on the bus an ordinary DRAM command, timed as one
+            name = decl.issued_as
+            if values:
+                data["command"] = stmt.command
+        return Command(name, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, bank,
                        a.get("row", 0), a.get("column", 0), stmt.command.lower() if effect == "none" else effect,
                        data)
 

@@ -109,12 +109,19 @@ def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
 
 
 def _rows(memory: Memory, region: _Region, attrs: dict, op, rows: int, what: str) -> Allocation:
-    """Whole row indices (every channel, rank and bank) for a PIM-aware weight."""
-    if memory.address_map[0] != "row":
-        raise CompileError(f"PIM-aware weights need `row` as the most significant field of memory "
-                           f"'{memory.name}''s address map", memory.span, "put row first in address_map")
+    """Whole row indices (every channel and bank of the fields below `row` in the address map) for a
+    PIM-aware weight. Fields above the row (a rank that does not compute) stay at their first value."""
+    if "row" not in memory.address_map:
+        raise CompileError(f"PIM-aware weights need a `row` field in memory '{memory.name}''s address map",
+                           memory.span, "add row to address_map")
     stride = row_stride(memory)
     offset = region.take(rows * stride, stride, what)
+    low, width = memory.address_bits["row"]
+    if offset + rows * stride > 1 << (low + width):
+        above = ", ".join(memory.address_map[:memory.address_map.index("row")])
+        raise CompileError(f"{what} does not fit in the rows of memory '{memory.name}' below its first {above}",
+                           memory.span, f"PIM-aware weights take row indices with {above} at 0: put row first in "
+                           "address_map, or shrink the weights")
     return Allocation(attrs["region"], op.weight, offset, rows * stride, offset // stride, rows)
 
 

@@ -16,10 +16,8 @@ them for every token at the platform's uncached read rate; a swizzled copy
 """
 from __future__ import annotations
 
-import math
 
 from ..lowering import neupims_attention as neupims
-from ..lowering.hbm_pim_gemv import gemv_stream
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
 from ..lowering.samsung_pim_gemv import gemv_program
@@ -75,11 +73,6 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
     elif fam == "samsung":
         m = s.get("m", 1)
         stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
-        key = (fam, s["n"], s["k"], m)
-    elif fam == "hbm_pim":
-        m = s.get("m", 1)
-        out_per_pch = math.ceil(s["n"] / memory.organization.channels)
-        stream = lambda ch: _repeat(list(gemv_stream(memory, out_per_pch, s["k"], ch)), m, name)
         key = (fam, s["n"], s["k"], m)
     else:                                   # NeuPIMs attention: heads of all requests, one channel's keys
         lower = neupims.score_stream if op.kind == "attn_score" else neupims.context_stream

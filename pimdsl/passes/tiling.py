@@ -18,30 +18,28 @@ reported at once. Units without programs keep the built-in families,
   neupims   a command uses a PIM row buffer (dual row buffers): attention
             K.q and s.V over the KV cache (NeuPIMs section 5.2)
   samsung   named commands, a MAC read among them (LPDDR5X-PIM): GEMV
-  hbm_pim   no commands of its own: the Aquabolt-XL kernel of plain RD/WR
-            commands ([REFDATA] pim README Sec. 1): GEMV
 """
 from __future__ import annotations
 
-import math
 import weakref
 
 from ..ir.hardware import PimUnit
-from ..lowering.hbm_pim_gemv import GemvTiling
 from ..lowering.neupims_attention import ScoreTiling
 from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
 from ..ir.pim_program import OP_SHAPES, ProgramError
 from ..lowering.pim_program import check, layout_problem
 from .program import CompileError, Program
 
-FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "hbm_pim": ("gemv", "gemm"),
-                "neupims": ("attn_score", "attn_context")}
+FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "neupims": ("attn_score", "attn_context")}
 
 
 def family(pim: PimUnit) -> str:
     if any(c.row_buffer == "pim" for c in pim.commands):
         return "neupims"
-    return "samsung" if pim.commands else "hbm_pim"
+    if not pim.commands:
+        raise CompileError(f"PIM unit '{pim.name}' declares neither commands nor programs", pim.span,
+                           "declare its commands and a `program gemv { ... }` (LANGUAGE.md, PIM programs)")
+    return "samsung"
 
 
 def run(program: Program) -> Program:
@@ -61,7 +59,7 @@ def run(program: Program) -> Program:
                 n, k = matrices[op.weight]
                 attrs["family"], attrs["program"] = "program", program_for(memory.pim, "gemv")
                 attrs["tiling"] = {"n": n, "k": k, "m": 1}
-            elif (single_copy and not memory.pim.programs and family(memory.pim) == "samsung"):
+            elif single_copy and not memory.pim.programs and memory.pim.commands and family(memory.pim) == "samsung":
                 attrs["family"] = "samsung"
                 attrs["tiling"] = GemvLayout.of(memory, *matrices[op.weight])
             continue
@@ -150,6 +148,4 @@ def _tiling(fam, memory, op):
     s = op.shape
     if fam == "samsung":
         return GemvLayout.of(memory, s["n"], s["k"])
-    if fam == "hbm_pim":
-        return GemvTiling.of(memory, math.ceil(s["n"] / memory.organization.channels), s["k"])
     return ScoreTiling.of(memory, s["kv"], s["heads"], s["head_dim"])
