@@ -160,12 +160,13 @@ class ModelBuilder:
             r.asked.add("strategy")
             stmt = node.fields.get("strategy")
             strategy = stmt.expr.parts[0] if stmt is not None and hasattr(stmt.expr, "parts") else "default"
-        placement = {}
+        placement, placement_spans = {}, {}
         for phase in PHASES:
             sub = r.block(phase)
             if sub is not None:
                 pr = Reader(self.ev, sub)
                 placement[phase] = {name: pr.choice(name, self._devices()) for name in sub.fields}
+                placement_spans.update({(phase, name): stmt.span for name, stmt in sub.fields.items()})
                 pr.finish()
         params, param_spans = {}, {}
         params_node = r.block("params")
@@ -179,8 +180,20 @@ class ModelBuilder:
                     params[name] = params[name].name
             pr.finish(open_schema=True)
         out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans,
-                      loop=(r.symbols("loop", default=("step",)) or ("step",))[0])
+                      loop=(r.symbols("loop", default=("step",)) or ("step",))[0],
+                      placement_spans=placement_spans, strategy_spans=self._strategy_spans(node))
         r.finish()
+        return out
+
+    @staticmethod
+    def _strategy_spans(node: Node) -> dict:
+        """Where each strategy name is written: its item of `strategies = [...]`, else `strategy`."""
+        out = {}
+        for key in ("strategy", "strategies"):
+            stmt = node.fields.get(key)
+            if stmt is not None:
+                items = stmt.expr.items if isinstance(stmt.expr, ListExpr) else (stmt.expr,)
+                out.update({i.parts[0]: i.span for i in items if getattr(i, "parts", None) and i.parts[0] not in out})
         return out
 
     def _devices(self) -> tuple[str, ...]:

@@ -37,6 +37,10 @@ PHASES = ("prefill", "decode")
 NORM_FLOPS = {"rmsnorm": 4, "layernorm": 8}
 ACTIVATION_FLOPS = {"silu": 4, "swish": 4, "gelu": 8, "gelu_new": 8, "relu": 1}
 SOFTMAX_FLOPS = 5
+# what the ops of a transformer step are (`Op.kind`) and the classes a mapping places (`Op.cls`)
+KINDS = ("embedding", "norm", "gemm", "gemv", "kv_append", "attn_score", "softmax", "attn_context",
+         "activation", "mul", "add")
+CLASSES = ("embedding", "norm", "qkv", "o", "ffn", "attention", "lm_head", "elementwise", "kv_cache", "fc")
 
 
 class GraphError(Exception):

@@ -14,6 +14,8 @@ import math
 from ..ir.workload import Model, System
 from ..passes.program import CompileError
 
+PARAMS = {"tp": "tensor-parallel devices (Megatron-style)", "pp": "pipeline stages"}
+
 
 def _param(system: System, name: str) -> int:
     value = system.mapping.params.get(name, 1) if system.mapping else 1

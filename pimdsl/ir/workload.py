@@ -64,6 +64,9 @@ class Mapping:
     span: Span = field(compare=False, repr=False)
     param_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)   # where each is set
     loop: str = "step"            # the registered run loop (pimdsl.loops) that runs this system
+    # where each placement key (phase, op class) and each strategy name is written, for warnings
+    placement_spans: dict[tuple[str, str], Span] = field(default_factory=dict, compare=False, repr=False)
+    strategy_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ A mapping whose strategy is not one of these keeps the default: host ops read
 a host-friendly copy and PIM ops a PIM-aware one (as `wd`).
 
 The platform's copy and uncached-read rates are mapping parameters, each
-cited in the spec (`SMC_PARAMS`).
+cited in the spec (`PARAMS`).
 """
 from __future__ import annotations
 
@@ -51,7 +51,9 @@ STRATEGIES = {s.name: s for s in (
 DEFAULT = STRATEGIES["wd"]
 
 # mapping params the copy and uncached-read models need
-SMC_PARAMS = ("smc_bandwidth_fraction_per_thread", "smc_noncacheable_slowdown", "noncacheable_read_bandwidth")
+PARAMS = {"smc_bandwidth_fraction_per_thread": "each copy thread's share of peak DRAM bandwidth (ddb, owr)",
+          "smc_noncacheable_slowdown": "how much slower copies out of the non-cacheable region run (ddb, owr)",
+          "noncacheable_read_bandwidth": "the host GEMM's uncached weight read rate (nc_gemm)"}
 
 
 def strategy_of(system: System) -> Strategy:

@@ -43,11 +43,22 @@ from ..interpreter.host_models import peak_dtype
 from ..ir.workload import System
 from ..passes.program import CompileError
 from .neupims_algorithms import greedy_min_load, partition_sub_batches, round_robin
-from .neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
+from .neupims_costs import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 from .requests import requests_for
 from .scheduler import IterationScheduler, PagedKVCache
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
+
+
+# What this loop reads of a spec (see pimdsl/unread.py): its strategies choose row buffers, channel
+# allocation and sub-batches (neupims_costs.SERVING_STRATEGIES); it times the first link.
+STRATEGIES = tuple(SERVING_STRATEGIES)
+PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
+          "gpu": "the processor of the gpu_only strategy",
+          "pipeline": "how pp stages share the work: " + " or ".join(PIPELINE_SPLITS),
+          "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES)}
+OP_CLASSES: tuple[str, ...] = ()
+LINKS = 1
 
 
 def is_serving_strategy(system: System) -> bool:

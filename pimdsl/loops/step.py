@@ -1,0 +1,24 @@
+"""The step loop, the default run loop: compile each step of the workload (prefill, then one decode
+step per generated token) through the passes and time it (`interpreter/run.py`).
+
+What it reads of a mapping is declared here, in one place, from the passes that read it
+(`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
+op classes `passes/placement.py` places, tensor and pipeline parallelism (`graph/parallel.py`) and
+the copy and uncached-read rates of the weight strategies. It times no link yet.
+"""
+from __future__ import annotations
+
+from ..graph.parallel import PARAMS as PARALLEL_PARAMS
+from ..passes.placement import OP_CLASSES as PLACED
+from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
+
+# `default`: a mapping without a `strategies` list (host ops read a host-friendly copy, PIM ops a PIM-aware one)
+STRATEGIES = ("default", *WEIGHT_STRATEGIES)
+PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
+OP_CLASSES = PLACED
+LINKS = 0
+
+
+def run(system, timeline: bool = False, **options):
+    from ..interpreter.run import run_system
+    return run_system(system, timeline=timeline, **options)
