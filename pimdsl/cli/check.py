@@ -17,7 +17,7 @@ from ..frontend.pipeline import load_spec
 from ..interpreter.run import step_program
 from ..loops import step
 from ..passes import layout, placement, tiling
-from ..passes.program import CompileError
+from ..ir.errors import PimdslError
 from .loading import declares_nothing
 
 
@@ -37,7 +37,7 @@ def run(args) -> int:
                 try:
                     unread.check(system, diags)
                     check_steps(system, diags)
-                except CompileError as exc:           # e.g. an unknown `loop = NAME`
+                except PimdslError as exc:           # e.g. an unknown `loop = NAME`
                     _report(exc, system, diags)
         if args.strict:
             diags.items[:] = [dataclasses.replace(d, severity="error") for d in diags.items]
@@ -69,11 +69,11 @@ def check_steps(system, diags) -> None:
             program = step_program(system, phase, work.batch, tokens, context)
             for run_pass in (placement.run, layout.run, tiling.run):
                 program = run_pass(program)
-        except CompileError as exc:
+        except PimdslError as exc:
             _report(exc, system, diags, f"{phase} step: ", seen)
 
 
-def _report(exc: CompileError, system, diags, prefix: str = "", seen: set | None = None) -> None:
+def _report(exc: PimdslError, system, diags, prefix: str = "", seen: set | None = None) -> None:
     seen = set() if seen is None else seen
     for one in exc.all():
         if one.message not in seen:

@@ -13,6 +13,8 @@ import sys
 import threading
 
 from ..emit.templates import render
+from ..frontend.diagnostics import render_error
+from ..ir.errors import PimdslError
 from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
 from .show import spec_to_json
@@ -69,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pimc: interrupted", file=sys.stderr)
         return 130
+    except PimdslError as exc:                   # a problem of the input found late: still a diagnostic
+        print(render_error(exc), file=sys.stderr)
+        return 1
     except BrokenPipeError:                       # `pimc run ... | head`: the reader left; stay quiet
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import networkx as nx
 
+from ..ir.errors import PimdslError
 from ..ir.workload import DTYPE_BYTES, Model
 
 PHASES = ("prefill", "decode")
@@ -43,7 +44,7 @@ KINDS = ("embedding", "norm", "gemm", "gemv", "kv_append", "attn_score", "softma
 CLASSES = ("embedding", "norm", "qkv", "o", "ffn", "attention", "lm_head", "elementwise", "kv_cache", "fc")
 
 
-class GraphError(Exception):
+class GraphError(PimdslError):
     pass
 
 

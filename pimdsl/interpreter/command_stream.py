@@ -42,6 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..ir.errors import PimdslError
 from ..ir.hardware import Memory
 from .dram_state import DeviceState
 from .dram_tables import BANK, ChannelTables
@@ -64,7 +65,7 @@ class Command:
     estimate: int = 0             # cycles of the work an announcing command heads (its `estimate` arg)
 
 
-class StreamError(Exception):
+class StreamError(PimdslError):
     pass
 
 
@@ -106,7 +107,7 @@ class CommandTimer:
         self.ref, self.prea = t.roles.ref, t.roles.prea
         self.tREFI = t.timing.get("tREFI")
         if self.ref is None or self.prea is None or not self.tREFI:
-            raise StreamError("blocking refresh needs REF and PREA commands and tREFI")
+            raise StreamError("blocking refresh needs REF and PREA commands and tREFI", t.memory.span)
         self.ref_level = t.target_level(self.ref)
 
     def _refresh_units(self, level: int, k: int, bank: int) -> Iterable[int]:

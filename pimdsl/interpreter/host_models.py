@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..ir.errors import PimdslError
 from ..ir.hardware import Link, Processor
 from ..lowering.records import Kernel
 
@@ -46,7 +47,7 @@ DTYPE_FALLBACK = {
 SYSTOLIC_KINDS = ("gemm", "gemv")
 
 
-class ModelError(Exception):
+class ModelError(PimdslError):
     """A kernel or a transfer cannot be timed on this hardware as specified."""
 
 

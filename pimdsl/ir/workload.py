@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..frontend.diagnostics import Span
+from .errors import Span
 from .hardware import DramSpec, Link, Memory, PimUnit, Processor, Storage
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5, "fp8": 1}

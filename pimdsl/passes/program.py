@@ -23,20 +23,14 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..frontend.diagnostics import Span
+from ..ir.errors import PimdslError
 from ..ir.hardware import Memory
 from ..ir.workload import System
 
 
-class CompileError(Exception):
-    """`others`: further problems found in the same pass, reported with this one (all in one run)."""
-
-    def __init__(self, message: str, span: Span | None = None, hint: str | None = None, others=()):
-        super().__init__(message)
-        self.message, self.span, self.hint, self.others = message, span, hint, tuple(others)
-
-    def all(self) -> tuple["CompileError", ...]:
-        return (self, *self.others)
+class CompileError(PimdslError):
+    """A problem of the spec found while compiling a step; `others`: further problems found in the
+    same pass, reported with this one (all in one run)."""
 
 
 @dataclass
