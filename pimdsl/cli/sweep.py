@@ -25,7 +25,7 @@ JSON text. The columns are the union over all points, in first-seen order.
 value of `--series` when given, with a log y axis under `--logy`; the format follows the suffix
 (png, pdf, svg, ...). Example:
 
-    pimc sweep specs/systems/pim_sherpa_llama3_2_1b.pim --grid workload.input_len=64:512:64 \\
+    pimc sweep PHONE_SPEC.pim --grid workload.input_len=64:512:64 \\
         --grid mapping.strategy=c_gemm,owr -o sweep.csv \\
         --plot ttft.png --x workload.input_len --y ttft_s --series mapping.strategy --logy
 

@@ -4,23 +4,23 @@ Assumes placement. Guarantees: every op that reads a weight has `region` (a
 region name, or None for a memory without regions), `layout` and `access`.
 
 Layouts: `pim_aware` is the PIMnast placement (whole matrix rows per bank,
-column-major at burst granularity, PIM-SHERPA section 2.2-2.3);
-`host_friendly` is sequential addresses interleaved over channels and banks
-by the address map. Ops on PIM always read a PIM-aware copy, which must sit
-in a non-cacheable region (section 2.4: a cached weight never reaches the
-controller, so the MAC never happens): a cacheable one is a CompileError.
+column-major at burst granularity); `host_friendly` is sequential addresses
+interleaved over channels and banks by the address map. Ops on PIM always
+read a PIM-aware copy, which must sit in a non-cacheable region (a cached
+weight never reaches the controller, so the MAC never happens): a cacheable
+one is a CompileError.
 Host ops read a host-friendly copy when the weight strategy keeps one (wd,
 c_gemm), else the single PIM-aware copy (strategy.py).
 
 `access` says how a host op gets its weights, which is what its time depends
-on: `cacheable` (read once, reused from cache), `oracle` (FACIL-O: the
-PIM-aware copy seen as cacheable host-friendly), `smc` (swizzled into a
-cacheable buffer first, by the smc pass), or `noncacheable` (uncached: every
-token rereads the weights, NC-GEMM). PIM ops have access `pim`. Cacheability is
-a CPU attribute: an NPU or GPU stages weights in its own on-chip buffers by DMA
-and reuses them across a kernel's rows whatever the region says (NeuPIMs
-section 4: the NPU reads weights through the MEM row buffers of non-cacheable
-PIM memory), so their access is `cacheable`.
+on: `cacheable` (read once, reused from cache), `oracle` (the PIM-aware copy
+seen as cacheable host-friendly), `smc` (swizzled into a cacheable buffer
+first, by the smc pass), or `noncacheable` (uncached: every token rereads the
+weights). PIM ops have access `pim`. Cacheability is a CPU attribute: an NPU
+or GPU stages weights in its own on-chip buffers by DMA and reuses them across
+a kernel's rows whatever the region says (an NPU beside PIM reads its weights
+through the memory-side row buffers of non-cacheable PIM memory), so their
+access is `cacheable`.
 """
 from __future__ import annotations
 
