@@ -4,7 +4,8 @@ declares, each a located warning (STYLE.md 7 and 17: a value nobody uses must no
 The readers are the run loops. Each declares what it reads of a spec: `STRATEGIES` (the
 `mapping.strategy` names it runs), `PARAMS` (mapping param -> meaning), `OP_CLASSES` (phase-block
 keys it places beyond the standard op classes of `passes/placement.py`) and `LINKS` (how many of
-the system's links it times, the first ones; 0 when it declares none). Which loop reads a strategy
+the system's links it times, the first ones; 0 when it declares none; or a function `links_read(system)`
+giving that number). Which loop reads a strategy
 name is the driver's choice (`driver.loop_module`), so a name listed in `strategies = [...]` is
 checked against the loop that would run it, and a param or op class against every such loop.
 """
@@ -50,7 +51,7 @@ def check(system, diags: Diagnostics) -> None:
 
 
 def _links(system, readers, diags: Diagnostics) -> None:
-    timed = max(getattr(m, "LINKS", 0) for m in readers)
+    timed = max(m.links_read(system) if hasattr(m, "links_read") else getattr(m, "LINKS", 0) for m in readers)
     for link in system.links[timed:]:
         what = f"times only the first {timed}" if timed else "times no link"
         diags.warning(f"link '{link.name}' is read by nothing: the {' and '.join(_name(m) for m in readers)} "

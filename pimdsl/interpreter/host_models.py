@@ -94,7 +94,7 @@ def transfer_time(link: Link, nbytes: float, *, instances: int | None = None) ->
     if nbytes == 0:
         return 0.0
     if link.bandwidth_bytes_per_s <= 0:
-        raise ModelError(f"link '{link.name}' has no bandwidth; set 'bandwidth' in its spec")
+        raise ModelError(f"link '{link.name}' has no bandwidth; set 'bandwidth' in its spec", link.span)
     return link.latency_s + nbytes / (n * link.bandwidth_bytes_per_s)
 
 

@@ -54,6 +54,11 @@ class Model:
     span: Span = field(compare=False, repr=False)
 
 
+# what a mapping's `data { ... }` block places: the weights host ops read (PIM ops read theirs in
+# their PIM memory), the KV cache, the activations of host ops
+DATA_KINDS = ("weights", "kv_cache", "activations")
+
+
 @dataclass(frozen=True)
 class Mapping:
     name: str
@@ -67,6 +72,9 @@ class Mapping:
     # where each placement key (phase, op class) and each strategy name is written, for warnings
     placement_spans: dict[tuple[str, str], Span] = field(default_factory=dict, compare=False, repr=False)
     strategy_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
+    # which memory holds each kind of data (DATA_KINDS -> memory name); unset: the PIM memory, else the first
+    data: dict[str, str] = field(default_factory=dict)
+    data_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

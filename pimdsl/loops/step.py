@@ -4,7 +4,8 @@ step per generated token) through the passes and time it (`interpreter/run.py`).
 What it reads of a mapping is declared here, in one place, from the passes that read it
 (`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
 op classes `passes/placement.py` places, tensor and pipeline parallelism (`graph/parallel.py`) and
-the copy and uncached-read rates of the weight strategies. It times no link yet.
+the copy and uncached-read rates of the weight strategies, the mapping's `data` block (which memory
+holds what) and the links that data crosses between memories.
 """
 from __future__ import annotations
 
@@ -16,7 +17,12 @@ from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_ST
 STRATEGIES = ("default", *WEIGHT_STRATEGIES)
 PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
 OP_CLASSES = PLACED
-LINKS = 0
+
+
+def links_read(system) -> int:
+    """Every link of a system of several memories: data moving between them is an op on the link
+    that joins them (passes/transfers.py); one memory moves nothing."""
+    return len(system.links) if len(system.memories) > 1 else 0
 
 
 def run(system, timeline: bool = False, **options):

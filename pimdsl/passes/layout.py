@@ -1,7 +1,9 @@
 """Data layout: which region, in which layout, holds the weights each op reads, and how it reads them.
 
-Assumes placement. Guarantees: every op that reads a weight has `region` (a
-region name, or None for a memory without regions), `layout` and `access`.
+Assumes placement. Guarantees: every op that reads a weight has `memory` (a PIM
+op's PIM memory; for a host op the memory the mapping's `data { weights = M; }`
+names, by default the PIM memory), `region` (a region of that memory, or None
+for a memory without regions), `layout` and `access`.
 
 Layouts: `pim_aware` is the PIMnast placement (whole matrix rows per bank,
 column-major at burst granularity); `host_friendly` is sequential addresses
@@ -37,14 +39,15 @@ def weight_region(memory: Memory, layout: str) -> Region | None:
 
 def run(program: Program) -> Program:
     system = program.system
-    memory = program.pim_memory or (system.memories[0] if system.memories else None)
+    pim_memory, host_memory = program.pim_memory, program.home("weights")
     strategy = strategy_of(system)
     kinds = {p.name: p.kind for p in system.processors}
     for name, attrs in program.ops():
         op = attrs["op"]
+        on_pim = attrs["device"].startswith("pim:")
+        memory = pim_memory if on_pim else host_memory
         if not op.weight or memory is None:
             continue
-        on_pim = attrs["device"].startswith("pim:")
         layout = "host_friendly" if strategy.host_copy and not on_pim else "pim_aware"
         region = weight_region(memory, layout)
         if on_pim and region is not None and region.cacheable:
@@ -54,6 +57,7 @@ def run(program: Program) -> Program:
                                f"set `cacheable = false;` in region {region.name}, or give the PIM-aware "
                                "weights a non-cacheable region of their own")
         attrs["layout"] = layout
+        attrs["memory"] = memory.name
         attrs["region"] = region.name if region else None
         if on_pim:
             attrs["access"] = "pim"
