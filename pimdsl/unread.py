@@ -7,7 +7,9 @@ keys it places beyond the standard op classes of `passes/placement.py`) and `LIN
 the system's links it times, the first ones; 0 when it declares none; or a function `links_read(system)`
 giving that number). Which loop reads a strategy
 name is the driver's choice (`driver.loop_module`), so a name listed in `strategies = [...]` is
-checked against the loop that would run it, and a param or op class against every such loop.
+checked against the loop that would run it, and a param or op class against every such loop. A loop
+that places ops its own way lists the phase-block entries it does not follow
+(`placement_ignored(system)`).
 """
 from __future__ import annotations
 
@@ -47,6 +49,11 @@ def check(system, diags: Diagnostics) -> None:
                 diags.warning(f"op class '{name}' matches no op: nothing places it",
                               mapping.placement_spans.get((phase, name), mapping.span),
                               did_you_mean(name, classes, "op classes"))
+    chosen = by_strategy.get(mapping.strategy)
+    for phase, key, instead in (chosen.placement_ignored(system) if hasattr(chosen, "placement_ignored") else ()):
+        diags.warning(f"the {_name(chosen)} loop does not read this placement: strategy '{mapping.strategy}' runs "
+                      f"{phase} {key} on {instead}", mapping.placement_spans.get((phase, key), mapping.span),
+                      f"write `{key} = {'pim' if instead == 'PIM' else instead};`, or remove the entry")
     _links(system, readers, diags)
 
 

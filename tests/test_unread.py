@@ -81,3 +81,18 @@ def test_every_loop_declares_what_it_reads(module):
     assert all(isinstance(k, str) and isinstance(v, str) and v for k, v in dict(module.PARAMS).items())
     assert isinstance(module.OP_CLASSES, tuple)
     assert isinstance(getattr(module, "LINKS", 0), int) or callable(module.links_read)
+
+
+def test_a_loop_that_places_by_strategy_says_which_entries_it_does_not_follow():
+    from pimdsl import unread
+    from pimdsl.frontend.pipeline import load_spec
+    from .conftest import ROOT
+    path = ROOT / "specs" / "systems" / "neupims_gpt3_7b.pim"
+    for strategy, expected in (("neupims", []), ("npu_only", [("decode", "attention", "neupims_npu")])):
+        spec, diags = load_spec(path, [f"mapping.strategy={strategy}"])
+        system = spec.systems["neupims_gpt3_7b"]
+        assert neupims_serving.placement_ignored(system) == expected
+        unread.check(system, diags)
+        assert [d.message for d in diags.warnings] == [
+            f"the neupims serving loop does not read this placement: strategy '{strategy}' runs decode attention "
+            "on neupims_npu" for _ in expected]
