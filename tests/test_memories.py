@@ -97,3 +97,17 @@ def test_a_memory_of_four_instances_spreads_its_data_over_them(tmp_path, capsys)
     assert host["instances"] == 4 and host["capacity_bytes"] == 4 * 2**29
     assert host["per_instance_bytes"] == math.ceil(host["total"] / 4) < 2**29 < host["total"]
     assert host["fits"]
+
+
+@pytest.mark.parametrize("data, where, message", [
+    ("data { weights = host_dram; }", "14:20", "'host_dram' is not a valid weights"),
+    ("data { weigths = host_ddr; }", "14:10", "unknown field 'weigths' in data"),
+    ("data { kv_cache = spare; }", "14:10", "the mapping puts kv_cache in memory 'spare', which system 's' does not have"),
+])
+def test_a_wrong_data_block_is_a_located_diagnostic(tmp_path, capsys, data, where, message):
+    path = spec(tmp_path, data=data)
+    path.write_text(path.read_text() + "memory spare { part = DDR5_4800; address_map = [row, rank, bank, "
+                    "bank_group, channel, column]; }\n")
+    status = main(["run", str(path), *ONE_LAYER])
+    err = capsys.readouterr().err
+    assert status == 1 and f"s.pim:{where}: error: {message}" in err, err
