@@ -9,7 +9,8 @@ giving that number). Which loop reads a strategy
 name is the driver's choice (`driver.loop_module`), so a name listed in `strategies = [...]` is
 checked against the loop that would run it, and a param or op class against every such loop. A loop
 that places ops its own way lists the phase-block entries it does not follow
-(`placement_ignored(system)`).
+(`placement_ignored(system)`); a loop that reads a construct only in part says so in
+`not_read(system)`.
 """
 from __future__ import annotations
 
@@ -54,6 +55,9 @@ def check(system, diags: Diagnostics) -> None:
         diags.warning(f"the {_name(chosen)} loop does not read this placement: strategy '{mapping.strategy}' runs "
                       f"{phase} {key} on {instead}", mapping.placement_spans.get((phase, key), mapping.span),
                       f"write `{key} = {'pim' if instead == 'PIM' else instead};`, or remove the entry")
+    for module in readers:
+        for message, span, hint in (module.not_read(system) if hasattr(module, "not_read") else ()):
+            diags.warning(message, span, hint)
     _links(system, readers, diags)
 
 

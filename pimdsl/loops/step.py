@@ -19,6 +19,16 @@ PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
 OP_CLASSES = PLACED
 
 
+def not_read(system) -> list[tuple[str, object, str]]:
+    """(message, span, hint) of what this loop takes from the spec only in part: PIM ops are lowered
+    and timed on one instance of a PIM memory with a count (capacity sees every instance)."""
+    return [(f"the step loop times PIM ops on one instance of memory '{m.name}[{m.count}]': their work is "
+             f"split over the {m.organization.channels} channel(s) of one instance, not over {m.count} instances",
+             m.span,
+             "declare one memory of all the channels, or use a loop that spreads PIM work over the instances")
+            for m in system.memories if m.pim is not None and m.count > 1]
+
+
 def links_read(system) -> int:
     """Every link of a system of several memories: data moving between them is an op on the link
     that joins them (passes/transfers.py); one memory moves nothing."""
