@@ -15,6 +15,7 @@ that places ops its own way lists the phase-block entries it does not follow
 from __future__ import annotations
 
 from .driver import loop_module
+from .loops import step
 from .frontend.diagnostics import Diagnostics, did_you_mean
 from .passes.placement import OP_CLASSES as STANDARD_OP_CLASSES
 
@@ -27,15 +28,15 @@ def check(system, diags: Diagnostics) -> None:
     """Warn, at its place in the spec, about each thing of `system` that no reader reads."""
     mapping = system.mapping
     if mapping is None:
-        _links(system, (loop_module(system),), diags)
+        _partly_read(system, (loop_module(system),), diags)
         return
     strategies = mapping.strategies or (mapping.strategy,)
     by_strategy = {s: loop_module(system, s) for s in strategies}
     readers = tuple(dict.fromkeys(by_strategy.values()))
     for name, module in by_strategy.items():
         if name not in module.STRATEGIES:
-            diags.warning(f"strategy '{name}' is read by no run loop: the {_name(module)} loop runs it as "
-                          f"its default", mapping.strategy_spans.get(name, mapping.span),
+            fallback = ": the step loop runs it as the default weight strategy" if module is step else ""
+            diags.warning(f"strategy '{name}' is read by no run loop{fallback}", mapping.strategy_spans.get(name, mapping.span),
                           did_you_mean(name, module.STRATEGIES, f"strategies of the {_name(module)} loop"))
     params = {p for m in readers for p in m.PARAMS}
     for name in mapping.params:
@@ -55,13 +56,14 @@ def check(system, diags: Diagnostics) -> None:
         diags.warning(f"the {_name(chosen)} loop does not read this placement: strategy '{mapping.strategy}' runs "
                       f"{phase} {key} on {instead}", mapping.placement_spans.get((phase, key), mapping.span),
                       f"write `{key} = {'pim' if instead == 'PIM' else instead};`, or remove the entry")
+    _partly_read(system, readers, diags)
+
+
+def _partly_read(system, readers, diags: Diagnostics) -> None:
+    """What the loops read only in part (`not_read`), and the links past those they time."""
     for module in readers:
         for message, span, hint in (module.not_read(system) if hasattr(module, "not_read") else ()):
             diags.warning(message, span, hint)
-    _links(system, readers, diags)
-
-
-def _links(system, readers, diags: Diagnostics) -> None:
     timed = max(m.links_read(system) if hasattr(m, "links_read") else getattr(m, "LINKS", 0) for m in readers)
     for link in system.links[timed:]:
         what = f"times only the first {timed}" if timed else "times no link"
