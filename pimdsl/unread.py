@@ -65,8 +65,9 @@ def _partly_read(system, readers, diags: Diagnostics) -> None:
         for message, span, hint in (module.not_read(system) if hasattr(module, "not_read") else ()):
             diags.warning(message, span, hint)
     timed = max(m.links_read(system) if hasattr(m, "links_read") else getattr(m, "LINKS", 0) for m in readers)
+    loops = " and ".join(_name(m) for m in readers) + (" loop" if len(readers) == 1 else " loops")
+    verb = "times" if len(readers) == 1 else "time"
     for link in system.links[timed:]:
-        what = f"times only the first {timed}" if timed else "times no link"
-        diags.warning(f"link '{link.name}' is read by nothing: the {' and '.join(_name(m) for m in readers)} "
-                      f"loop {what}", link.span, "remove it from the system's links, or choose a loop that "
-                      "moves data over it")
+        what = f"{verb} only the first {timed} link(s)" if timed else f"{verb} no link"
+        diags.warning(f"link '{link.name}' is read by nothing: the {loops} {what}", link.span,
+                      "remove it from the system's links, or choose a loop that moves data over it")

@@ -2,8 +2,9 @@
 find what the spec gets wrong, every problem of a file in one run.
 
 Beyond the front end's checks: what no run loop reads (`pimdsl/unread.py`), and, for systems the
-step loop runs, placement, layout and tiling of the first prefill and decode steps (an op placed on
-a unit with no program for it, a layout that does not cover a weight). `--strict` makes every
+step loop runs, every pass over the first prefill and decode steps (an op placed on a unit with no
+program for it, a layout that does not cover a weight, weights that do not fit their memory, data
+crossing memories with no link). `--strict` makes every
 warning an error (CI runs it over the bundled specs).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..driver import loop_module
 from ..frontend.pipeline import load_spec
 from ..interpreter.run import step_program
 from ..loops import step
-from ..passes import layout, placement, tiling
+from ..passes.manager import PassManager
 from ..ir.errors import PimdslError
 from .loading import declares_nothing
 
@@ -56,8 +57,8 @@ def run(args) -> int:
 
 
 def check_steps(system, diags) -> None:
-    """Placement, layout and tiling of the first prefill and decode steps of a system the step loop
-    runs (see the module docstring): all problems, as diagnostics."""
+    """Every pass over the first prefill and decode steps of a system the step loop runs (see the
+    module docstring): all problems, as diagnostics."""
     if system.model is None or system.workload is None or loop_module(system) is not step:
         return
     work, seen = system.workload, set()
@@ -66,9 +67,7 @@ def check_steps(system, diags) -> None:
         phases.append(("decode", 1, work.input_len))
     for phase, tokens, context in phases:
         try:
-            program = step_program(system, phase, work.batch, tokens, context)
-            for run_pass in (placement.run, layout.run, tiling.run):
-                program = run_pass(program)
+            PassManager().run(step_program(system, phase, work.batch, tokens, context))
         except PimdslError as exc:
             _report(exc, system, diags, f"{phase} step: ", seen)
 
