@@ -7,8 +7,12 @@ registered run loop (`pimdsl/loops/`); a serving strategy runs the iteration-lev
 """
 from __future__ import annotations
 
+import dataclasses
+
 from . import loops
 from .interpreter.run import run_system
+from .loops import step
+from .serving import neupims_serving
 from .serving.neupims_serving import is_serving_strategy, simulate
 
 
@@ -17,6 +21,17 @@ def kind_of_run(system) -> str:
     if loops.for_system(system) is not None:
         return f"loop:{system.mapping.loop}"
     return "serving" if is_serving_strategy(system) else "steps"
+
+
+def loop_module(system, strategy: str | None = None):
+    """The module of the loop that runs `system` (under `strategy`, default the mapping's): it
+    declares what it reads of the spec (STRATEGIES, PARAMS, OP_CLASSES, LINKS; see unread.py)."""
+    loop = loops.for_system(system)
+    if loop is not None:
+        return loop
+    if strategy is not None and system.mapping is not None:
+        system = dataclasses.replace(system, mapping=dataclasses.replace(system.mapping, strategy=strategy))
+    return neupims_serving if is_serving_strategy(system) else step
 
 
 def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline: bool = False):

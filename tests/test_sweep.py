@@ -54,7 +54,9 @@ def test_rows_follow_the_grid_and_equal_pimc_run(tmp_path, capsys):
         report = dict(flatten(json.loads(capsys.readouterr().out)))
         metrics |= report.keys()
         for key, value in report.items():
-            if isinstance(value, (int, float)):
+            if isinstance(value, bool):
+                assert row[key] == json.dumps(value), key     # true / false, as JSON writes them
+            elif isinstance(value, (int, float)):
                 assert float(row[key]) == value, key          # exact: floats are written in full
             else:
                 assert row[key] == str(value), key

@@ -7,6 +7,7 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
   kernels.txt     host kernels, one per line (kernels.json: the same as JSON)
   requests.trace  the host kernels' weight reads as a DRAMsim3 request trace
                   (at most --max-requests lines; summary.json says if cut)
+  transfers.json  data moved between memories over links, when any (passes/transfers.py)
   graph.json, graph.dot   the op graph
 and DIR/summary.json; `--gzip` writes commands.txt.gz and requests.trace.gz
 instead, compressed as they stream. Everything is written into a temporary folder beside
@@ -28,7 +29,7 @@ from ..emit.streams import chunks, request_lines, structured_lines, timed_lines
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
 from ..interpreter.run import compile_step, memory_bytes
-from ..lowering.records import Kernel, PimWork
+from ..lowering.records import Kernel, PimWork, Transfer
 from ..lowering.stream import count_commands
 from ..passes.program import CompileError, Program
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
@@ -99,11 +100,13 @@ def _write_step(program: Program, folder: str, args) -> dict:
     ops = list(program.ops())
     pim = [(name, a["lowered"]) for name, a in ops if isinstance(a["lowered"], PimWork)]
     kernels = [a["lowered"] for _, a in ops if isinstance(a["lowered"], Kernel)]
+    transfers = [a["lowered"] for _, a in ops if isinstance(a["lowered"], Transfer)]
     devices = Counter(a["device"] for _, a in ops)
     info = {"batch": program.batch, "tokens": program.tokens, "context": program.context,
             "ops": len(ops), "ops_by_device": dict(devices), "pim_ops": len(pim), "kernels": len(kernels),
             "pim_commands": 0, "kernel_flops": sum(k.flops for k in kernels),
-            "kernel_bytes": sum(k.bytes for k in kernels)}
+            "kernel_bytes": sum(k.bytes for k in kernels),
+            "transfers": len(transfers), "transfer_bytes": sum(t.bytes for t in transfers)}
     if args.graph:
         return info
     memory = program.pim_memory
@@ -126,8 +129,12 @@ def _write_step(program: Program, folder: str, args) -> dict:
                  phase=program.phase, kernels=kernels)
     with open(os.path.join(folder, "kernels.json"), "w") as out:
         json.dump([k.to_json() for k in kernels], out, indent=1)
-    host_allocs = [a["alloc"] for _, a in ops if isinstance(a["lowered"], Kernel) and "alloc" in a]
-    host_memory = next((m for m in program.system.memories), None)
+    if transfers:
+        with open(os.path.join(folder, "transfers.json"), "w") as out:
+            json.dump([t.to_json() for t in transfers], out, indent=1)
+    host_memory = program.home("weights")
+    host_allocs = [a["alloc"] for _, a in ops if isinstance(a["lowered"], Kernel) and "alloc" in a
+                   and a["alloc"].memory in (None, getattr(host_memory, "name", None))]
     if host_memory is not None:
         total = sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
         write_atomic(os.path.join(folder, "requests.trace" + gz), "requests.trace.j2",

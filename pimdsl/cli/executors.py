@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
+from ..ir.errors import PimdslError
 
 JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGECluster", "lsf": "LSFCluster",
                     "htcondor": "HTCondorCluster", "moab": "MoabCluster", "oar": "OARCluster"}
@@ -26,7 +27,7 @@ JOBQUEUE_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster", "sge": "SGEClu
 CONNECT_TIMEOUT_S = 20                            # a scheduler that does not answer by then is unreachable
 
 
-class ClusterError(Exception):
+class ClusterError(PimdslError):
     """A cluster that cannot be reached or configured: the message says what to do."""
 
 

@@ -12,13 +12,11 @@ import signal
 import sys
 import threading
 
-from ..frontend.pipeline import load_spec
-from ..interpreter.run import step_program
-from ..passes import layout, placement, tiling
-from ..passes.program import CompileError
 from ..emit.templates import render
-from . import compile as compile_cmd, dram, execute, run as run_cmd, sweep
-from .loading import NothingToDo, declares_nothing, load_reported
+from ..frontend.diagnostics import render_error
+from ..ir.errors import PimdslError
+from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
+from .loading import NothingToDo, load_reported
 from .show import spec_to_json
 
 
@@ -30,9 +28,7 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems")
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check", help="parse and check spec files")
-    check.add_argument("files", nargs="+", metavar="FILE")
-    check.add_argument("--no-warnings", action="store_true", help="print errors only")
+    check.add_parser(sub)
     show = sub.add_parser("show", help="print the elaborated IR of a spec")
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the IR as JSON")
@@ -43,49 +39,6 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_parser(sub)
     execute.add_parser(sub)
     return parser
-
-
-def cmd_check(args) -> int:
-    status = 0
-    for path in args.files:
-        spec, diags = load_spec(path)
-        if spec is not None:
-            check_pim_programs(spec, diags)
-        shown = [d for d in diags.items if d.severity == "error" or not args.no_warnings]
-        if shown:
-            print("\n".join(diags.render(d) for d in sorted(shown, key=lambda d: (d.span.path, d.span.line, d.span.col))),
-                  file=sys.stderr)
-        if diags.errors:
-            status = 1
-            print(f"{path}: {len(diags.errors)} error(s), {len(diags.warnings)} warning(s)", file=sys.stderr)
-        elif declares_nothing(spec):
-            print(f"{path}: ok (nothing to check: the file declares nothing)")
-        else:
-            print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
-    return status
-
-
-def check_pim_programs(spec, diags) -> None:
-    """What the systems' ops need of declared PIM programs (a program for each op class placed on
-    the unit, layouts covering the weights, tiles inside the declared state), for the first
-    prefill and decode steps of each system's workload: all problems, as diagnostics."""
-    for system in spec.systems.values():
-        memory = next((m for m in system.memories if m.pim is not None), None)
-        if memory is None or not memory.pim.programs or system.model is None or system.workload is None:
-            continue
-        work, seen = system.workload, set()
-        steps = (("prefill", work.input_len, 0), ("decode", 1, work.input_len))
-        # a graph model runs one step, placed by the prefill block
-        for phase, tokens, context in steps[:1] if system.model.architecture == "graph" else steps:
-            program = step_program(system, phase, work.batch, tokens, context)
-            try:
-                for run in (placement.run, layout.run, tiling.run):
-                    program = run(program)
-            except CompileError as exc:
-                for one in exc.all():
-                    if one.message not in seen:
-                        seen.add(one.message)
-                        diags.error(f"{phase} step: {one.message}", one.span or system.span, one.hint)
 
 
 def cmd_show(args) -> int:
@@ -99,7 +52,7 @@ def cmd_show(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
+COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
             "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run}
 
 
@@ -118,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pimc: interrupted", file=sys.stderr)
         return 130
+    except PimdslError as exc:                   # a problem of the input found late: still a diagnostic
+        print(render_error(exc), file=sys.stderr)
+        return 1
     except BrokenPipeError:                       # `pimc run ... | head`: the reader left; stay quiet
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -6,7 +6,7 @@ skipping periodic loop iterations (same numbers, slower). `--timeline FILE`
 writes the schedule as a Chrome/Perfetto trace, one track per resource and,
 for host kernels split over CPU threads (GEMM threads, SMC copy threads), one
 per thread; `--timeline-layer N` keeps only decoder layer N of the prefill
-step (PIM-SHERPA Fig. 11).
+step (one layer's copies and GEMMs side by side).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ JSON text. The columns are the union over all points, in first-seen order.
 value of `--series` when given, with a log y axis under `--logy`; the format follows the suffix
 (png, pdf, svg, ...). Example:
 
-    pimc sweep specs/systems/pim_sherpa_llama3_2_1b.pim --grid workload.input_len=64:512:64 \\
+    pimc sweep PHONE_SPEC.pim --grid workload.input_len=64:512:64 \\
         --grid mapping.strategy=c_gemm,owr -o sweep.csv \\
         --plot ttft.png --x workload.input_len --y ttft_s --series mapping.strategy --logy
 
@@ -50,7 +50,8 @@ from concurrent.futures import as_completed
 from contextlib import redirect_stderr
 
 from ..emit.atomic import atomic_file
-from ..frontend.diagnostics import did_you_mean
+from ..frontend.diagnostics import did_you_mean, render_error
+from ..ir.errors import PimdslError
 from ..interpreter.budget import DEFAULT_MAX_WORK
 from ..driver import run_loaded
 from ..passes.program import CompileError
@@ -157,6 +158,9 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
                 print(exc.render(), file=sys.stderr)
                 return False, captured.getvalue()
 
+        except PimdslError as exc:                # a problem of the spec found late: this point's diagnostic
+            print(render_error(exc), file=sys.stderr)
+            return False, captured.getvalue()
         except Exception as exc:                  # a bug in pimc: one failed point, not a lost sweep
             if os.environ.get("PIMDSL_DEBUG"):
                 raise

@@ -7,6 +7,7 @@ import math
 import os
 import sys
 
+from .. import unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
 from ..interpreter.budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
@@ -87,9 +88,21 @@ def load_system(args, steps: int | None = None):
         print(f"{args.file}: error: system '{system.name}' has no model\n  hint: add `model = NAME;` to it",
               file=sys.stderr)
         return None, diags
+    _warn_unread(system, diags)
     if not within_budget(run_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags
+
+
+def _warn_unread(system, diags: Diagnostics) -> None:
+    """Say what in the spec no run loop reads (pimdsl/unread.py), as `pimc check` does."""
+    said = Diagnostics(sources=diags.sources)
+    try:
+        unread.check(system, said)
+    except CompileError:
+        return                                    # an unknown loop: the run reports it
+    if said.items:
+        print(said.render_all(), file=sys.stderr)
 
 
 def pass_manager(args) -> PassManager:

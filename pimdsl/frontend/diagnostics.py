@@ -9,20 +9,9 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-
-@dataclass(frozen=True)
-class Span:
-    """A place in a source file (1-based line and column)."""
-    path: str
-    line: int
-    col: int
-    end_col: int | None = None
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}"
+from ..ir.errors import NOWHERE, PimdslError, Span  # noqa: F401  (Span, NOWHERE: re-exported)
 
 
-NOWHERE = Span("<command line>", 0, 0)
 
 
 @dataclass(frozen=True)
@@ -33,7 +22,7 @@ class Diagnostic:
     hint: str | None = None
 
 
-class SpecError(Exception):
+class SpecError(PimdslError):
     """Raised to abandon the current construct; the diagnostic is already recorded."""
 
 
@@ -77,6 +66,26 @@ class Diagnostics:
     def render_all(self) -> str:
         ordered = sorted(self.items, key=lambda d: (d.span.path, d.span.line, d.span.col))
         return "\n".join(self.render(d) for d in ordered)
+
+
+def render_error(exc: PimdslError, what: str = "pimc") -> str:
+    """An error that reached the command line: its own rendering (`render()`), else each problem
+    at its span with the source line, or `what: error: message` when it has no span."""
+    if hasattr(exc, "render"):
+        return exc.render()
+    diags, lines = Diagnostics(), []
+    for one in exc.all():
+        if one.span is None or one.span.line < 1:
+            lines.append(f"{what}: error: {one.message}" + (f"\n  hint: {one.hint}" if one.hint else ""))
+            continue
+        if one.span.path not in diags.sources:
+            try:
+                with open(one.span.path, encoding="utf-8", errors="replace") as f:
+                    diags.sources[one.span.path] = f.read()
+            except OSError:
+                diags.sources[one.span.path] = ""
+        diags.error(one.message, one.span, one.hint)
+    return "\n".join(filter(None, [diags.render_all(), *lines]))
 
 
 def did_you_mean(name: str, candidates, what: str = "names") -> str:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..ir import units as U
 from ..ir.units import Quantity
-from ..ir.workload import DTYPE_BYTES, Mapping, Model, OpDecl, System, TensorDecl, Workload
+from ..ir.workload import DATA_KINDS, DTYPE_BYTES, Mapping, Model, OpDecl, System, TensorDecl, Workload
 from .diagnostics import SpecError, did_you_mean
 from .elaborate_hardware import DTYPES
 from .loader import library_path
@@ -160,13 +160,23 @@ class ModelBuilder:
             r.asked.add("strategy")
             stmt = node.fields.get("strategy")
             strategy = stmt.expr.parts[0] if stmt is not None and hasattr(stmt.expr, "parts") else "default"
-        placement = {}
+        placement, placement_spans = {}, {}
         for phase in PHASES:
             sub = r.block(phase)
             if sub is not None:
                 pr = Reader(self.ev, sub)
                 placement[phase] = {name: pr.choice(name, self._devices()) for name in sub.fields}
+                placement_spans.update({(phase, name): stmt.span for name, stmt in sub.fields.items()})
                 pr.finish()
+        data, data_spans = {}, {}
+        data_node = r.block("data")
+        if data_node is not None:
+            dr = Reader(self.ev, data_node)
+            memories = tuple(sorted(n for n, g in self.ev.globals.items() if g.kind == "memory"))
+            for kind in DATA_KINDS:
+                if dr.has(kind):
+                    data[kind], data_spans[kind] = dr.choice(kind, memories), data_node.fields[kind].span
+            dr.finish()
         params, param_spans = {}, {}
         params_node = r.block("params")
         if params_node is not None:
@@ -179,8 +189,21 @@ class ModelBuilder:
                     params[name] = params[name].name
             pr.finish(open_schema=True)
         out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans,
-                      loop=(r.symbols("loop", default=("step",)) or ("step",))[0])
+                      loop=(r.symbols("loop", default=("step",)) or ("step",))[0],
+                      placement_spans=placement_spans, strategy_spans=self._strategy_spans(node),
+                      data=data, data_spans=data_spans)
         r.finish()
+        return out
+
+    @staticmethod
+    def _strategy_spans(node: Node) -> dict:
+        """Where each strategy name is written: its item of `strategies = [...]`, else `strategy`."""
+        out = {}
+        for key in ("strategy", "strategies"):
+            stmt = node.fields.get(key)
+            if stmt is not None:
+                items = stmt.expr.items if isinstance(stmt.expr, ListExpr) else (stmt.expr,)
+                out.update({i.parts[0]: i.span for i in items if getattr(i, "parts", None) and i.parts[0] not in out})
         return out
 
     def _devices(self) -> tuple[str, ...]:

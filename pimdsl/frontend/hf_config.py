@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..ir.errors import PimdslError
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 
 # Families whose HuggingFace config class defaults tie_word_embeddings to False.
@@ -20,7 +21,7 @@ DTYPE_NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "int8":
 ACTIVATIONS = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu", "quick_gelu": "gelu"}
 
 
-class ConfigError(Exception):
+class ConfigError(PimdslError):
     pass
 
 

@@ -31,15 +31,20 @@ from typing import Sequence
 
 import networkx as nx
 
+from ..ir.errors import PimdslError
 from ..ir.workload import DTYPE_BYTES, Model
 
 PHASES = ("prefill", "decode")
 NORM_FLOPS = {"rmsnorm": 4, "layernorm": 8}
 ACTIVATION_FLOPS = {"silu": 4, "swish": 4, "gelu": 8, "gelu_new": 8, "relu": 1}
 SOFTMAX_FLOPS = 5
+# what the ops of a transformer step are (`Op.kind`) and the classes a mapping places (`Op.cls`)
+KINDS = ("embedding", "norm", "gemm", "gemv", "kv_append", "attn_score", "softmax", "attn_context",
+         "activation", "mul", "add")
+CLASSES = ("embedding", "norm", "qkv", "o", "ffn", "attention", "lm_head", "elementwise", "kv_cache", "fc")
 
 
-class GraphError(Exception):
+class GraphError(PimdslError):
     pass
 
 

@@ -1,8 +1,8 @@
-"""One device's share of a model under tensor and pipeline parallelism (NeuPIMs section 7).
+"""One device's share of a model under tensor and pipeline parallelism.
 
-Tensor parallelism (`tp`, Megatron-style, section 7.2) splits every layer's heads, KV heads and
+Tensor parallelism (`tp`, Megatron-style) splits every layer's heads, KV heads and
 FFN width over `tp` devices; each layer then ends its attention and its FFN with an all-reduce of
-the activations over the devices' link. Pipeline parallelism (`pp`, section 7.1) gives each device
+the activations over the devices' link. Pipeline parallelism (`pp`) gives each device
 `layers / pp` consecutive layers; the busiest stage holds ceil(layers / pp). A mapping chooses them
 with `params { tp = 4; pp = 2; }`; without them a device holds the whole model.
 """
@@ -13,6 +13,8 @@ import math
 
 from ..ir.workload import Model, System
 from ..passes.program import CompileError
+
+PARAMS = {"tp": "tensor-parallel devices (Megatron-style)", "pp": "pipeline stages"}
 
 
 def _param(system: System, name: str) -> int:

@@ -43,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..ir.errors import PimdslError
 from ..ir.hardware import Memory
 from .dram_state import DeviceState
 from .dram_tables import BANK, ChannelTables
@@ -65,7 +66,7 @@ class Command:
     estimate: int = 0             # cycles of the work an announcing command heads (its `estimate` arg)
 
 
-class StreamError(Exception):
+class StreamError(PimdslError):
     pass
 
 
@@ -107,7 +108,7 @@ class CommandTimer:
         self.ref, self.prea = t.roles.ref, t.roles.prea
         self.tREFI = t.timing.get("tREFI")
         if self.ref is None or self.prea is None or not self.tREFI:
-            raise StreamError("blocking refresh needs REF and PREA commands and tREFI")
+            raise StreamError("blocking refresh needs REF and PREA commands and tREFI", t.memory.span)
         self.ref_level = t.target_level(self.ref)
         self.stagger = t.memory.controller.refresh_stagger
 

@@ -75,7 +75,8 @@ class ChannelController:
         self.RDA = r.rda if closed and r.rda is not None else None
         self.WRA = r.wra if closed and r.wra is not None else None
         if closed and (r.rda is None or r.wra is None):
-            raise EngineError("closed-page policy needs RDA/WRA commands (reads/writes = [row], closes = true)")
+            raise EngineError("closed-page policy needs RDA/WRA commands (reads/writes = [row], closes = true)",
+                              tables.memory.span)
         self.read_latency = tables.read_latency
         nb = tables.banks
         self.open_row = [-1] * nb
@@ -118,10 +119,11 @@ class ChannelController:
         cmd = r.ref if policy == "all_bank" else r.refpb
         if cmd is None:
             raise EngineError(f"refresh = {policy} needs a {'rank' if policy == 'all_bank' else 'bank'}-level "
-                              "command with refresh = true")
+                              "command with refresh = true", t.memory.span)
         interval = t.timing.get("tREFI")
         if not interval:
-            raise EngineError("refresh needs tREFI in the part's timing")
+            raise EngineError("refresh needs tREFI in the part's timing", t.memory.span,
+                              "add tREFI to the part's timing, or set refresh = none in the controller")
         level = t.target_level(cmd)
         n = t.count[level]
         for k in range(n):

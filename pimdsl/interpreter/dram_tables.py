@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..ir.errors import PimdslError
 from ..ir.hardware import LEVELS, CommandDecl, Memory, TimingRule, TimingWindow
 
 # Command scopes that name a level of the hierarchy; all_banks acts on a rank.
@@ -22,7 +23,7 @@ SCOPE_LEVEL = {"channel": 0, "pseudo_channel": 1, "rank": 2, "all_banks": 2, "pa
 BANK = len(LEVELS) - 1
 
 
-class EngineError(Exception):
+class EngineError(PimdslError):
     """The memory cannot be simulated as specified (a role without a command)."""
 
 
@@ -98,7 +99,10 @@ class ChannelTables:
         self.n_nodes = total
         self.banks = self.count[BANK]
         self.banks_per_rank = org.bank_groups * org.banks_per_group
-        self.roles = find_roles(self.commands)
+        try:
+            self.roles = find_roles(self.commands)
+        except EngineError as exc:               # a part without the commands: point at the memory
+            raise EngineError(exc.message, memory.span) from None
         self.timing = part.timing_cycles
         self.read_latency = part.read_latency_cycles
         # rules by preceding command; windows by member command

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..ir.errors import PimdslError
 from ..ir.hardware import Link, Processor
 from ..lowering.records import Kernel
 
@@ -46,7 +47,7 @@ DTYPE_FALLBACK = {
 SYSTOLIC_KINDS = ("gemm", "gemv")
 
 
-class ModelError(Exception):
+class ModelError(PimdslError):
     """A kernel or a transfer cannot be timed on this hardware as specified."""
 
 
@@ -93,7 +94,7 @@ def transfer_time(link: Link, nbytes: float, *, instances: int | None = None) ->
     if nbytes == 0:
         return 0.0
     if link.bandwidth_bytes_per_s <= 0:
-        raise ModelError(f"link '{link.name}' has no bandwidth; set 'bandwidth' in its spec")
+        raise ModelError(f"link '{link.name}' has no bandwidth; set 'bandwidth' in its spec", link.span)
     return link.latency_s + nbytes / (n * link.bandwidth_bytes_per_s)
 
 

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 
 from ..ir.hardware import Memory
 from ..ir.workload import System
-from ..lowering.records import Kernel, PimWork
+from ..lowering.records import Kernel, PimWork, Transfer
 from . import timing_cache
 from .command_stream import CommandTimer
-from .host_models import KernelTime, kernel_time
+from .host_models import KernelTime, kernel_time, transfer_time
 from .stream_timer import StreamTimer
 
 
@@ -60,6 +60,7 @@ class OpTimer:
     def __init__(self, system: System, fast: bool = True):
         self.memories = {m.name: m for m in system.memories}
         self.processors = {p.name: p for p in system.processors}
+        self.links = {l.name: l for l in system.links}
         self.fast = fast
         self._pim: dict[tuple, PimTime] = {}
         self._kernels: dict[tuple, KernelTime] = {}
@@ -85,4 +86,6 @@ class OpTimer:
         return hit
 
     def seconds(self, lowered) -> float:
+        if isinstance(lowered, Transfer):
+            return transfer_time(self.links[lowered.link], lowered.bytes)
         return self.pim(lowered).seconds if isinstance(lowered, PimWork) else self.kernel(lowered).seconds

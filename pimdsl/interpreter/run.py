@@ -23,6 +23,7 @@ Steps run back to back; nothing overlaps across steps.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
@@ -115,6 +116,7 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
         "tokens_per_s": (generated / end_to_end if generated else batch / end_to_end) if end_to_end else 0.0,
         "end_to_end_s": end_to_end,
         "memory_bytes": memory,
+        "memories": memories_report(system, prefill, last),
         "utilization": {r: (b / end_to_end if end_to_end else 0.0) for r, b in sorted(busy_total.items())},
         "breakdown_s": {phase: {"total": e["seconds"], **dict(sorted(e["busy"].items()))}
                         for phase, e in phases.items()},
@@ -192,6 +194,30 @@ def memory_bytes(*programs: Program) -> dict:
            "activations": max(p.memory_bytes["activations"] for p in programs)}
     out["total"] = sum(out.values())
     out["weights_by_region"] = dict(sorted(by_region.items()))
+    return out
+
+
+def memories_report(system: System, *programs: Program) -> dict:
+    """Memory by memory: its capacity (every instance), what it holds (weights of every copy, SMC
+    buffers, KV cache and activations at their largest, by the mapping's `data` block), and the
+    bytes each instance holds, the data striped evenly over the instances."""
+    held = {m.name: defaultdict(int) for m in system.memories}
+    copies = {(a.memory, a.region, a.offset_bytes): a for p in programs for _, attrs in p.ops()
+              if (a := attrs.get("alloc")) is not None}
+    for alloc in copies.values():
+        held[alloc.memory]["weights"] += alloc.size_bytes
+    last = programs[-1]
+    for kind in ("buffers", "kv_cache", "activations"):
+        home = last.home("weights" if kind == "buffers" else kind)
+        if home is not None:
+            held[home.name][kind] += max(p.memory_bytes[kind] for p in programs)
+    out = {}
+    for m in system.memories:
+        total = sum(held[m.name].values())
+        out[m.name] = {"instances": m.count, "capacity_bytes": m.capacity_bytes * m.count,
+                       **{k: held[m.name].get(k, 0) for k in ("weights", "buffers", "kv_cache", "activations")},
+                       "total": total, "per_instance_bytes": math.ceil(total / m.count),
+                       "fits": total <= m.capacity_bytes * m.count}
     return out
 
 

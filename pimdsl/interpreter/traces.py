@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ir.errors import PimdslError, Span
 from ..ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ..ir.hardware import Memory
 from .budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
@@ -25,10 +26,10 @@ DRAMSIM3_WRITES = {"WRITE", "write", "P_MEM_WR", "BOFF"}
 FORMATS = ("dramsim3", "ramulator")
 
 
-class TraceError(Exception):
+class TraceError(PimdslError):
     def __init__(self, path: str, line: int, col: int, message: str, text: str = "", hint: str = ""):
-        super().__init__(message)
-        self.path, self.line, self.col, self.message, self.text, self.hint = path, line, col, message, text, hint
+        super().__init__(message, Span(path, line, col), hint)
+        self.path, self.line, self.col, self.text = path, line, col, text
 
     def render(self) -> str:
         out = f"{self.path}:{self.line}:{self.col}: error: {self.message}"

@@ -9,16 +9,17 @@ from __future__ import annotations
 import os
 import stat
 
+from .errors import PimdslError
+
 SPEC_LIMIT_BYTES = 8 << 20          # the largest bundled spec is a few tens of kB
 TRACE_LIMIT_BYTES = 128 << 20       # ~10 million requests; the reference traces are a few hundred kB
 
 
-class InputFileError(Exception):
+class InputFileError(PimdslError):
     """Why a file cannot be read (the message names no path: the caller shows where)."""
 
     def __init__(self, message: str, hint: str = ""):
-        super().__init__(message)
-        self.message, self.hint = message, hint
+        super().__init__(message, None, hint)
 
 
 def read_input(path, what: str, limit: int) -> bytes:

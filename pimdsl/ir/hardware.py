@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..frontend.diagnostics import Span
+from .errors import Span
 
 # DRAM hierarchy levels, outermost first. A timing rule's scope is one of these.
 LEVELS = ("channel", "pseudo_channel", "rank", "bank_group", "bank")

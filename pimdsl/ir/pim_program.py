@@ -16,7 +16,7 @@ from typing import Union
 
 import numpy as np
 
-from ..frontend.diagnostics import Span
+from .errors import PimdslError, Span
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,8 @@ _OPS = {
 }
 
 
-class ProgramError(Exception):
+class ProgramError(PimdslError):
     """A program that cannot run for this op: an index out of its declared state, a zero divisor."""
-
-    def __init__(self, message: str, span: Span | None = None, hint: str | None = None):
-        super().__init__(message)
-        self.message, self.span, self.hint = message, span, hint
 
 
 def evaluate(expr: Expr, env: dict):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..frontend.diagnostics import Span
+from .errors import Span
 from .hardware import DramSpec, Link, Memory, PimUnit, Processor, Storage
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5, "fp8": 1}
@@ -54,6 +54,11 @@ class Model:
     span: Span = field(compare=False, repr=False)
 
 
+# what a mapping's `data { ... }` block places: the weights host ops read (PIM ops read theirs in
+# their PIM memory), the KV cache, the activations of host ops
+DATA_KINDS = ("weights", "kv_cache", "activations")
+
+
 @dataclass(frozen=True)
 class Mapping:
     name: str
@@ -64,6 +69,12 @@ class Mapping:
     span: Span = field(compare=False, repr=False)
     param_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)   # where each is set
     loop: str = "step"            # the registered run loop (pimdsl.loops) that runs this system
+    # where each placement key (phase, op class) and each strategy name is written, for warnings
+    placement_spans: dict[tuple[str, str], Span] = field(default_factory=dict, compare=False, repr=False)
+    strategy_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
+    # which memory holds each kind of data (DATA_KINDS -> memory name); unset: the PIM memory, else the first
+    data: dict[str, str] = field(default_factory=dict)
+    data_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """Run loops, found by the name a spec's mapping gives (`loop = NAME;`).
 
 A loop module provides `run(system, timeline=False) -> result with .report, .intervals,
-.pass_times_s`, and may provide `execute(system, options) -> int` to perform the run for real on
-this machine (`pimc execute`). `step` (the default) is the step-compilation loop of
-`interpreter/run.py`, which does not go through this table yet.
+.pass_times_s`, declares what it reads of a spec (`STRATEGIES`, `PARAMS`, `OP_CLASSES`, `LINKS`;
+`pimdsl/unread.py` warns about the rest), and may provide `execute(system, options) -> int` to
+perform the run for real on this machine (`pimc execute`). `step` (the default) is the
+step-compilation loop of `interpreter/run.py`, declared in `loops/step.py`; the driver calls it
+directly.
 """
 from __future__ import annotations
 

@@ -31,8 +31,15 @@ from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
 STRATEGIES = ("baseline", "pipeswitch", "pipeload")
-PARAMS = ("loading_agents", "profile", "agent_load_bandwidth", "load_contention", "inference_agents",
-          "daemon_agents", "layer_assignment")
+PARAMS = {"loading_agents": "loading agents m, or auto (the Pipeline Planner)",
+          "profile": "a layer-profile file written by pimc execute",
+          "agent_load_bandwidth": "one agent's load rate",
+          "load_contention": "alpha: k concurrent loads run 1 + alpha (k - 1) times slower",
+          "inference_agents": "inference agents (1: stated, not varied)",
+          "daemon_agents": "daemon agents (1: stated, not varied)",
+          "layer_assignment": "how layers go to loading agents (round_robin: stated, not varied)"}
+OP_CLASSES = ("layers",)          # one processor runs every layer
+LINKS = 0
 # one inference agent, one daemon, round-robin loading ([PIPELOAD] Sec. III-B): stated, not varied
 FIXED = {"inference_agents": 1, "daemon_agents": 1, "layer_assignment": "round_robin"}
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..ir.errors import PimdslError
 from ..interpreter.command_stream import Command
 from ..interpreter.dram_tables import find_roles
 from ..ir.hardware import CommandDecl, Memory
@@ -48,7 +49,7 @@ from .stream import Item, Loop
 DRAIN_READS = 5                    # Algorithm 1: Read5(DummyAddr)
 
 
-class LoweringError(Exception):
+class LoweringError(PimdslError):
     pass
 
 

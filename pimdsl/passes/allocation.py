@@ -37,6 +37,7 @@ class Allocation:
     size_bytes: int
     first_row: int | None = None  # PIM-aware: first row index (every bank)
     rows: int = 0                 # PIM-aware: row indices taken (weights + results)
+    memory: str | None = None     # the memory that holds it
 
 
 def decode_address(memory: Memory, address: int) -> dict[str, int]:
@@ -52,37 +53,40 @@ def row_stride(memory: Memory) -> int:
 class _Region:
     def __init__(self, memory: Memory, name: str | None):
         region = next((r for r in memory.regions if r.name == name), None)
-        self.region = region
+        self.memory, self.region = memory, region
         self.start = region.offset_bytes if region else 0
-        self.size = region.size_bytes if region else memory.capacity_bytes
+        # `memory m[n]`: the data is striped evenly over the n instances (each has the region)
+        self.size = (region.size_bytes if region else memory.capacity_bytes) * memory.count
         self.used = 0
 
     def take(self, nbytes: int, align: int, what: str) -> int:
         offset = math.ceil((self.start + self.used) / align) * align
         self.used = offset + nbytes - self.start
         if self.used > self.size:
-            name = self.region.name if self.region else "memory"
+            name = self.region.name if self.region else f"memory '{self.memory.name}'"
             raise CompileError(f"{what} does not fit in {name}: {self.used / 2**30:.2f} GiB needed, "
                                f"{self.size / 2**30:.2f} GiB available",
-                               self.region.span if self.region else None,
-                               "enlarge the region, or map fewer ops (or a smaller model) onto it")
+                               self.region.span if self.region else self.memory.span,
+                               "enlarge the region, or map fewer ops (or a smaller model) onto it" if self.region else
+                               "give the memory more instances (`memory NAME[n]`), or put less data in it")
         return offset
 
 
 def run(program: Program) -> Program:
     system = program.system
-    memory = program.pim_memory or (system.memories[0] if system.memories else None)
-    regions: dict[str | None, _Region] = {}
+    memories = {m.name: m for m in system.memories}
+    regions: dict[tuple, _Region] = {}
     done: dict[tuple, Allocation] = {}
     weights = 0
     for name, attrs in program.ops():
         op = attrs["op"]
         if "layout" not in attrs:
             continue
-        key = (attrs["region"], attrs["layout"], op.weight)
+        memory = memories[attrs["memory"]]
+        key = (memory.name, attrs["region"], attrs["layout"], op.weight)
         if key not in done:
-            region = regions.setdefault(attrs["region"], _Region(memory, attrs["region"]))
-            done[key] = _allocate(memory, region, attrs, op)
+            region = regions.setdefault((memory.name, attrs["region"]), _Region(memory, attrs["region"]))
+            done[key] = replace(_allocate(memory, region, attrs, op), memory=memory.name)
             weights += done[key].size_bytes
         alloc = attrs["alloc"] = done[key]
         if attrs.get("family") == "program":
@@ -90,7 +94,7 @@ def run(program: Program) -> Program:
         elif attrs.get("family") == "samsung":
             rows = attrs["tiling"]
             attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
-    program.buffers = _buffers(program, memory, regions)
+    program.buffers = _buffers(program, program.home("weights"), regions)
     program.memory_bytes = {"weights": weights, "buffers": sum(b.size_bytes for b in program.buffers),
                             "kv_cache": kv_cache_bytes(program),
                             "activations": activation_bytes(program)}
@@ -146,8 +150,8 @@ def _buffers(program: Program, memory: Memory, regions: dict) -> list[Allocation
         raise CompileError(f"weight strategy '{strategy_of(program.system).name}' needs a cacheable region "
                            f"that holds buffers in memory '{memory.name}'", memory.span,
                            "add e.g. `region smc_buffers { size = 128 MiB; cacheable = true; holds = [buffers]; }`")
-    region = regions.setdefault(holder.name, _Region(memory, holder.name))
-    return [Allocation(holder.name, f"smc_buffer{i}", region.take(size, 64, f"SMC buffer {i}"), size)
+    region = regions.setdefault((memory.name, holder.name), _Region(memory, holder.name))
+    return [Allocation(holder.name, f"smc_buffer{i}", region.take(size, 64, f"SMC buffer {i}"), size, memory=memory.name)
             for i in range(count)]
 
 

@@ -1,26 +1,28 @@
 """Data layout: which region, in which layout, holds the weights each op reads, and how it reads them.
 
-Assumes placement. Guarantees: every op that reads a weight has `region` (a
-region name, or None for a memory without regions), `layout` and `access`.
+Assumes placement. Guarantees: every op that reads a weight has `memory` (a PIM
+op's PIM memory; for a host op the memory the mapping's `data { weights = M; }`
+names, by default the PIM memory), `region` (a region of that memory, or None
+for a memory without regions), `layout` and `access`.
 
 Layouts: `pim_aware` is the PIMnast placement (whole matrix rows per bank,
-column-major at burst granularity, PIM-SHERPA section 2.2-2.3);
-`host_friendly` is sequential addresses interleaved over channels and banks
-by the address map. Ops on PIM always read a PIM-aware copy, which must sit
-in a non-cacheable region (section 2.4: a cached weight never reaches the
-controller, so the MAC never happens): a cacheable one is a CompileError.
+column-major at burst granularity); `host_friendly` is sequential addresses
+interleaved over channels and banks by the address map. Ops on PIM always
+read a PIM-aware copy, which must sit in a non-cacheable region (a cached
+weight never reaches the controller, so the MAC never happens): a cacheable
+one is a CompileError.
 Host ops read a host-friendly copy when the weight strategy keeps one (wd,
 c_gemm), else the single PIM-aware copy (strategy.py).
 
 `access` says how a host op gets its weights, which is what its time depends
-on: `cacheable` (read once, reused from cache), `oracle` (FACIL-O: the
-PIM-aware copy seen as cacheable host-friendly), `smc` (swizzled into a
-cacheable buffer first, by the smc pass), or `noncacheable` (uncached: every
-token rereads the weights, NC-GEMM). PIM ops have access `pim`. Cacheability is
-a CPU attribute: an NPU or GPU stages weights in its own on-chip buffers by DMA
-and reuses them across a kernel's rows whatever the region says (NeuPIMs
-section 4: the NPU reads weights through the MEM row buffers of non-cacheable
-PIM memory), so their access is `cacheable`.
+on: `cacheable` (read once, reused from cache), `oracle` (the PIM-aware copy
+seen as cacheable host-friendly), `smc` (swizzled into a cacheable buffer
+first, by the smc pass), or `noncacheable` (uncached: every token rereads the
+weights). PIM ops have access `pim`. Cacheability is a CPU attribute: an NPU
+or GPU stages weights in its own on-chip buffers by DMA and reuses them across
+a kernel's rows whatever the region says (an NPU beside PIM reads its weights
+through the memory-side row buffers of non-cacheable PIM memory), so their
+access is `cacheable`.
 """
 from __future__ import annotations
 
@@ -37,14 +39,15 @@ def weight_region(memory: Memory, layout: str) -> Region | None:
 
 def run(program: Program) -> Program:
     system = program.system
-    memory = program.pim_memory or (system.memories[0] if system.memories else None)
+    pim_memory, host_memory = program.pim_memory, program.home("weights")
     strategy = strategy_of(system)
     kinds = {p.name: p.kind for p in system.processors}
     for name, attrs in program.ops():
         op = attrs["op"]
+        on_pim = attrs["device"].startswith("pim:")
+        memory = pim_memory if on_pim else host_memory
         if not op.weight or memory is None:
             continue
-        on_pim = attrs["device"].startswith("pim:")
         layout = "host_friendly" if strategy.host_copy and not on_pim else "pim_aware"
         region = weight_region(memory, layout)
         if on_pim and region is not None and region.cacheable:
@@ -54,6 +57,7 @@ def run(program: Program) -> Program:
                                f"set `cacheable = false;` in region {region.name}, or give the PIM-aware "
                                "weights a non-cacheable region of their own")
         attrs["layout"] = layout
+        attrs["memory"] = memory.name
         attrs["region"] = region.name if region else None
         if on_pim:
             attrs["access"] = "pim"

@@ -13,7 +13,7 @@ from typing import Callable
 
 import networkx as nx
 
-from . import allocation, layout, lowering, placement, smc, tiling
+from . import allocation, layout, lowering, placement, smc, tiling, transfers
 from .program import Program
 
 PIPELINE: tuple[tuple[str, Callable[[Program], Program]], ...] = (
@@ -23,9 +23,10 @@ PIPELINE: tuple[tuple[str, Callable[[Program], Program]], ...] = (
     ("allocation", allocation.run),
     ("smc", smc.run),
     ("lowering", lowering.run),
+    ("transfers", transfers.run),
 )
 PROVIDES = {"placement": ("device",), "layout": (), "tiling": (), "allocation": (), "smc": (),
-            "lowering": ("lowered",)}
+            "lowering": ("lowered",), "transfers": ("lowered",)}
 PASS_NAMES = tuple(name for name, _ in PIPELINE)
 
 

@@ -14,11 +14,15 @@ strategy.py). Graph models have one step, placed with the `prefill` block.
 """
 from __future__ import annotations
 
+from ..frontend.elaborate_model import OP_KINDS
+from ..graph.build import CLASSES, KINDS
 from .program import CompileError, Program
 from .strategy import strategy_of
 
 BROADER = {"qkv": ("fc",), "o": ("projection", "fc"), "ffn": ("fc",), "lm_head": ("fc",),
            "kv_cache": ("attention",), "softmax": ("attention",)}
+# every name a phase block may place: the standard op classes (a graph model's ops by their kind)
+OP_CLASSES = tuple(dict.fromkeys((*KINDS, *CLASSES, *OP_KINDS, *(c for b in BROADER.values() for c in b), "layers")))
 
 
 def candidates(op) -> tuple[str, ...]:
@@ -34,13 +38,15 @@ def run(program: Program) -> Program:
     uses_pim = strategy_of(system).pim
     for name, attrs in program.ops():
         op = attrs["op"]
-        device = next((table[c] for c in candidates(op) if c in table), host)
+        key = next((c for c in candidates(op) if c in table), None)
+        device = table[key] if key else host
         if device == "pim" and not uses_pim:
             device = host
         if device == "pim":
             if pim is None:
                 raise CompileError(f"op {name} is mapped to pim, but system '{system.name}' has no memory "
-                                   "with a PIM unit", mapping.span, "add `pim = <unit>;` to a memory, or map it to a processor")
+                                   "with a PIM unit", mapping.placement_spans.get((program.phase, key), mapping.span),
+                                   "add `pim = <unit>;` to a memory, or map it to a processor")
             device = f"pim:{pim.name}"
         elif device is None:
             raise CompileError(f"op {name} has no device: system '{system.name}' has no processor and its "

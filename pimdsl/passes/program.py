@@ -23,20 +23,14 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..frontend.diagnostics import Span
+from ..ir.errors import PimdslError
 from ..ir.hardware import Memory
 from ..ir.workload import System
 
 
-class CompileError(Exception):
-    """`others`: further problems found in the same pass, reported with this one (all in one run)."""
-
-    def __init__(self, message: str, span: Span | None = None, hint: str | None = None, others=()):
-        super().__init__(message)
-        self.message, self.span, self.hint, self.others = message, span, hint, tuple(others)
-
-    def all(self) -> tuple["CompileError", ...]:
-        return (self, *self.others)
+class CompileError(PimdslError):
+    """A problem of the spec found while compiling a step; `others`: further problems found in the
+    same pass, reported with this one (all in one run)."""
 
 
 @dataclass
@@ -53,6 +47,20 @@ class Program:
     @property
     def pim_memory(self) -> Memory | None:
         return next((m for m in self.system.memories if m.pim is not None), None)
+
+    def home(self, kind: str) -> Memory | None:
+        """The memory that holds `kind` of data (ir.workload.DATA_KINDS): the one the mapping's
+        `data` block names, else the PIM memory, else the system's first memory."""
+        mapping, system = self.system.mapping, self.system
+        name = mapping.data.get(kind) if mapping is not None else None
+        if name is None:
+            return self.pim_memory or (system.memories[0] if system.memories else None)
+        memory = next((m for m in system.memories if m.name == name), None)
+        if memory is None:
+            raise CompileError(f"the mapping puts {kind} in memory '{name}', which system '{system.name}' does not "
+                               "have", mapping.data_spans.get(kind, mapping.span),
+                               "add it to the system's memories: " + ", ".join(m.name for m in system.memories))
+        return memory
 
     def ops(self):
         """(name, attributes) of every op, in program order."""

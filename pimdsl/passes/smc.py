@@ -1,15 +1,15 @@
-"""SMC: the swizzled memory copies that bring PIM-aware weights to host GEMMs (PIM-SHERPA section 4).
+"""SMC: the swizzled memory copies that bring PIM-aware weights to host GEMMs.
 
 Assumes allocation. Guarantees: every host op with access `smc` has its
 weights copied before it runs, by copy ops added to the graph: nodes
 `smc:<op>` (and `smc:preload`) of kind `smc` with `device`, `resource`,
 `smc_bytes` (DRAM traffic) and `smc_threads`. Other steps are unchanged.
 
-Traffic of one copy (section 3.3): read the non-cacheable PIM-aware source,
+Traffic of one copy: read the non-cacheable PIM-aware source,
 read the host-friendly destination into the cache, write it back:
 source + 2 x destination bytes. Its rate is `strategy.smc_bandwidth`.
 
-DDB (section 4.1, Fig. 5). The weighted host ops, in program order, are
+DDB (DRAM double buffering). The weighted host ops, in program order, are
 packed into buffer units: consecutive ops whose weights fit one buffer
 together (Q, K, V and O of a Llama layer; then each FF layer alone). The
 first unit is preloaded before the step. The next unit's copy is split
@@ -17,12 +17,12 @@ evenly over the ops of the current unit (FF0 in quarters over Q, K, V and O;
 FF1 during FF0; FF2 during FF1; the next layer's Q-O during FF2) and runs on
 the copy threads while its carrier op computes: a copy starts when its
 carrier may start (never during attention or norms), and the next weighted
-op waits for both, the per-layer synchronisation of section 4.4. A unit
+op waits for both, a per-layer synchronisation. A unit
 larger than a buffer (the LM head) is copied whole during the op before it,
 streamed through the two buffers; its GEMV on each chunk is short next to
 the chunk's copy, so the chunks are not modelled one by one.
 
-OWR (section 4.3). Each op's weights are copied right before it on the
+OWR (online weight rearrangement). Each op's weights are copied right before it on the
 compute threads, and the next copy waits for the GEMM (one buffer).
 """
 from __future__ import annotations

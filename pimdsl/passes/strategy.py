@@ -1,27 +1,28 @@
 """Weight strategies: how many copies of the weights exist, in which layout, and how the host reads them.
 
 PIM needs its operands in a PIM-aware layout in a non-cacheable region; a
-host GEMM wants a host-friendly layout in a cacheable one (PIM-SHERPA
-section 3.1). `mapping.strategy` picks how a system resolves that:
+host GEMM wants a host-friendly layout in a cacheable one. `mapping.strategy`
+picks how a system resolves that (the mapping spec that lists a strategy
+cites its source):
 
   wd       weight duplication: a host-friendly cacheable copy for the host and
-           a PIM-aware non-cacheable copy for PIM (section 3.2)
-  facil_o  FACIL under an oracle: one PIM-aware copy the host reads as if it
-           were host-friendly and cacheable (section 6, "FACIL-O")
-  ddb      SHERPA DRAM double buffering: one PIM-aware copy; copy threads
-           swizzle the next weights into two cacheable buffers while the
-           compute threads run the current GEMM (section 4.1)
-  owr      SHERPA online weight rearrangement: one PIM-aware copy and one
-           buffer; copy, then GEMM, on the compute threads (section 4.3)
-  c_gemm   one host-friendly cacheable copy, no PIM (section 6, Fig. 13)
+           a PIM-aware non-cacheable copy for PIM
+  facil_o  an oracle memory attribute: one PIM-aware copy the host reads as if
+           it were host-friendly and cacheable
+  ddb      DRAM double buffering: one PIM-aware copy; copy threads swizzle the
+           next weights into two cacheable buffers while the compute threads
+           run the current GEMM
+  owr      online weight rearrangement: one PIM-aware copy and one buffer;
+           copy, then GEMM, on the compute threads
+  c_gemm   one host-friendly cacheable copy, no PIM
   nc_gemm  one PIM-aware non-cacheable copy; the host GEMM reads it
-           uncached, so every token rereads the weights (section 6, Fig. 13)
+           uncached, so every token rereads the weights
 
 A mapping whose strategy is not one of these keeps the default: host ops read
 a host-friendly copy and PIM ops a PIM-aware one (as `wd`).
 
 The platform's copy and uncached-read rates are mapping parameters, each
-cited in the spec (`SMC_PARAMS`).
+cited in the spec (`PARAMS`).
 """
 from __future__ import annotations
 
@@ -51,7 +52,9 @@ STRATEGIES = {s.name: s for s in (
 DEFAULT = STRATEGIES["wd"]
 
 # mapping params the copy and uncached-read models need
-SMC_PARAMS = ("smc_bandwidth_fraction_per_thread", "smc_noncacheable_slowdown", "noncacheable_read_bandwidth")
+PARAMS = {"smc_bandwidth_fraction_per_thread": "each copy thread's share of peak DRAM bandwidth (ddb, owr)",
+          "smc_noncacheable_slowdown": "how much slower copies out of the non-cacheable region run (ddb, owr)",
+          "noncacheable_read_bandwidth": "the host GEMM's uncached weight read rate (nc_gemm)"}
 
 
 def strategy_of(system: System) -> Strategy:
@@ -74,7 +77,7 @@ def param(system: System, name: str) -> float:
 
 
 def copy_threads(system: System, host, via: str) -> int:
-    """DDB copies on the copy threads; OWR on the compute (GEMM) threads (PIM-SHERPA section 4.4, 6)."""
+    """DDB copies on the copy threads; OWR on the compute (GEMM) threads."""
     key = "copy" if via == "ddb" else "gemm"
     return int(host.threads.get(key, host.cores))
 
@@ -82,11 +85,10 @@ def copy_threads(system: System, host, via: str) -> int:
 def smc_bandwidth(system: System, host, threads: int) -> float:
     """Bytes/s of SMC traffic with `threads` copy threads.
 
-    PIM-SHERPA section 6: copies from the non-cacheable region run about half
-    as fast as cacheable-to-cacheable ones, and two copy threads do not
-    saturate DRAM (about a quarter of peak). We read the quarter as the two
-    threads' share of peak before the non-cacheable slowdown, with each thread
-    adding an equal share: rate = peak * min(1, threads * fraction) / slowdown.
+    Each copy thread adds an equal share of the host's peak DRAM bandwidth, up
+    to all of it, and copies out of the non-cacheable region run `slowdown`
+    times slower: rate = peak * min(1, threads * fraction) / slowdown (the
+    mapping's params give both, with their source).
     """
     fraction = param(system, "smc_bandwidth_fraction_per_thread")
     slowdown = param(system, "smc_noncacheable_slowdown")

@@ -43,11 +43,40 @@ from ..interpreter.host_models import peak_dtype
 from ..ir.workload import System
 from ..passes.program import CompileError
 from .neupims_algorithms import greedy_min_load, partition_sub_batches, round_robin
-from .neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
+from .neupims_costs import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 from .requests import requests_for
 from .scheduler import IterationScheduler, PagedKVCache
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
+
+
+# What this loop reads of a spec (see pimdsl/unread.py): its strategies choose row buffers, channel
+# allocation and sub-batches (neupims_costs.SERVING_STRATEGIES); it times the first link.
+STRATEGIES = tuple(SERVING_STRATEGIES)
+PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
+          "gpu": "the processor of the gpu_only strategy",
+          "pipeline": "how pp stages share the work: " + " or ".join(PIPELINE_SPLITS),
+          "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES)}
+OP_CLASSES: tuple[str, ...] = ()
+LINKS = 1
+ATTENTION = ("attention", "attn_score", "attn_context")     # the GEMVs a PIM strategy runs on PIM
+
+
+def placement_ignored(system: System) -> list[tuple[str, str, str]]:
+    """(phase, op class, what runs it instead) for each phase-block entry this loop does not follow:
+    it places by strategy, everything on the strategy's processor but decode attention on PIM."""
+    strategy = SERVING_STRATEGIES[system.mapping.strategy]
+    wanted = system.mapping.params.get("gpu") if strategy.processor == "gpu" else None
+    processor = next((p.name for p in system.processors if p.kind == strategy.processor
+                      and wanted in (None, p.name)), strategy.processor)
+    pims = {"pim", *(m.name for m in system.memories if m.pim is not None)}
+    out = []
+    for phase, table in system.mapping.placement.items():
+        for key, device in table.items():
+            on_pim = strategy.pim and phase == "decode" and key in ATTENTION
+            if (device in pims) != on_pim or (not on_pim and device != processor):
+                out.append((phase, key, "PIM" if on_pim else processor))
+    return out
 
 
 def is_serving_strategy(system: System) -> bool:

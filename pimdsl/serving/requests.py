@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..ir.errors import PimdslError
 from ..ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ..ir.workload import Workload
 
@@ -113,7 +114,7 @@ def synthetic_requests(dataset_or_distribution: str, n: int, seed: int,
     return [Request(i, int(a), int(b)) for i, (a, b) in enumerate(zip(inputs, outputs))]
 
 
-class RequestsError(ValueError):
+class RequestsError(PimdslError, ValueError):
     """Bad rows of a requests CSV: `(line, message)` pairs; str() lists them as `file:line: what`."""
 
     def __init__(self, path, problems: list[tuple[int, str]]):

@@ -1,0 +1,40 @@
+"""The step loop, the default run loop: compile each step of the workload (prefill, then one decode
+step per generated token) through the passes and time it (`interpreter/run.py`).
+
+What it reads of a mapping is declared here, in one place, from the passes that read it
+(`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
+op classes `passes/placement.py` places, tensor and pipeline parallelism (`graph/parallel.py`) and
+the copy and uncached-read rates of the weight strategies, the mapping's `data` block (which memory
+holds what) and the links that data crosses between memories.
+"""
+from __future__ import annotations
+
+from ..graph.parallel import PARAMS as PARALLEL_PARAMS
+from ..passes.placement import OP_CLASSES as PLACED
+from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
+
+# `default`: a mapping without a `strategies` list (host ops read a host-friendly copy, PIM ops a PIM-aware one)
+STRATEGIES = ("default", *WEIGHT_STRATEGIES)
+PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
+OP_CLASSES = PLACED
+
+
+def not_read(system) -> list[tuple[str, object, str]]:
+    """(message, span, hint) of what this loop takes from the spec only in part: PIM ops are lowered
+    and timed on one instance of a PIM memory with a count (capacity sees every instance)."""
+    return [(f"the step loop times PIM ops on one instance of memory '{m.name}[{m.count}]': their work is "
+             f"split over the {m.organization.channels} channel(s) of one instance, not over {m.count} instances",
+             m.span,
+             "declare one memory of all the channels, or use a loop that spreads PIM work over the instances")
+            for m in system.memories if m.pim is not None and m.count > 1]
+
+
+def links_read(system) -> int:
+    """Every link of a system of several memories: data moving between them is an op on the link
+    that joins them (passes/transfers.py); one memory moves nothing."""
+    return len(system.links) if len(system.memories) > 1 else 0
+
+
+def run(system, timeline: bool = False, **options):
+    from ..interpreter.run import run_system
+    return run_system(system, timeline=timeline, **options)

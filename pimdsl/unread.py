@@ -1,0 +1,73 @@
+"""What nothing reads: strategy names, op classes, params and links of a system that no run loop
+declares, each a located warning (STYLE.md 7 and 17: a value nobody uses must not be silence).
+
+The readers are the run loops. Each declares what it reads of a spec: `STRATEGIES` (the
+`mapping.strategy` names it runs), `PARAMS` (mapping param -> meaning), `OP_CLASSES` (phase-block
+keys it places beyond the standard op classes of `passes/placement.py`) and `LINKS` (how many of
+the system's links it times, the first ones; 0 when it declares none; or a function `links_read(system)`
+giving that number). Which loop reads a strategy
+name is the driver's choice (`driver.loop_module`), so a name listed in `strategies = [...]` is
+checked against the loop that would run it, and a param or op class against every such loop. A loop
+that places ops its own way lists the phase-block entries it does not follow
+(`placement_ignored(system)`); a loop that reads a construct only in part says so in
+`not_read(system)`.
+"""
+from __future__ import annotations
+
+from .driver import loop_module
+from .loops import step
+from .frontend.diagnostics import Diagnostics, did_you_mean
+from .passes.placement import OP_CLASSES as STANDARD_OP_CLASSES
+
+
+def _name(module) -> str:
+    return module.__name__.rsplit(".", 1)[-1].replace("_", " ")
+
+
+def check(system, diags: Diagnostics) -> None:
+    """Warn, at its place in the spec, about each thing of `system` that no reader reads."""
+    mapping = system.mapping
+    if mapping is None:
+        _partly_read(system, (loop_module(system),), diags)
+        return
+    strategies = mapping.strategies or (mapping.strategy,)
+    by_strategy = {s: loop_module(system, s) for s in strategies}
+    readers = tuple(dict.fromkeys(by_strategy.values()))
+    for name, module in by_strategy.items():
+        if name not in module.STRATEGIES:
+            fallback = ": the step loop runs it as the default weight strategy" if module is step else ""
+            diags.warning(f"strategy '{name}' is read by no run loop{fallback}", mapping.strategy_spans.get(name, mapping.span),
+                          did_you_mean(name, module.STRATEGIES, f"strategies of the {_name(module)} loop"))
+    params = {p for m in readers for p in m.PARAMS}
+    for name in mapping.params:
+        if name not in params:
+            diags.warning(f"mapping param '{name}' is read by nothing", mapping.param_spans.get(name, mapping.span),
+                          did_you_mean(name, params, "params the " + " and ".join(_name(m) for m in readers)
+                                       + " loop read"))
+    classes = {*STANDARD_OP_CLASSES, *(c for m in readers for c in m.OP_CLASSES)}
+    for phase, table in mapping.placement.items():
+        for name in table:
+            if name not in classes:
+                diags.warning(f"op class '{name}' matches no op: nothing places it",
+                              mapping.placement_spans.get((phase, name), mapping.span),
+                              did_you_mean(name, classes, "op classes"))
+    chosen = by_strategy.get(mapping.strategy)
+    for phase, key, instead in (chosen.placement_ignored(system) if hasattr(chosen, "placement_ignored") else ()):
+        diags.warning(f"the {_name(chosen)} loop does not read this placement: strategy '{mapping.strategy}' runs "
+                      f"{phase} {key} on {instead}", mapping.placement_spans.get((phase, key), mapping.span),
+                      f"write `{key} = {'pim' if instead == 'PIM' else instead};`, or remove the entry")
+    _partly_read(system, readers, diags)
+
+
+def _partly_read(system, readers, diags: Diagnostics) -> None:
+    """What the loops read only in part (`not_read`), and the links past those they time."""
+    for module in readers:
+        for message, span, hint in (module.not_read(system) if hasattr(module, "not_read") else ()):
+            diags.warning(message, span, hint)
+    timed = max(m.links_read(system) if hasattr(m, "links_read") else getattr(m, "LINKS", 0) for m in readers)
+    loops = " and ".join(_name(m) for m in readers) + (" loop" if len(readers) == 1 else " loops")
+    verb = "times" if len(readers) == 1 else "time"
+    for link in system.links[timed:]:
+        what = f"{verb} only the first {timed} link(s)" if timed else f"{verb} no link"
+        diags.warning(f"link '{link.name}' is read by nothing: the {loops} {what}", link.span,
+                      "remove it from the system's links, or choose a loop that moves data over it")
