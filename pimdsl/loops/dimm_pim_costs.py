@@ -160,7 +160,8 @@ class Costs:
         compute = self.kv_bytes(loads) / self.hw.rankset_bw
         if ranksets_on:
             return np.max(compute + blocks, axis=-1)
-        return np.max(compute, axis=-1) + np.sum(blocks, axis=-1)
+        # without ranksets a layer's KV is interleaved over every rank: balanced, but any write stalls all
+        return np.mean(compute, axis=-1) + np.sum(blocks, axis=-1)
 
     def write_block(self, tokens):
         """Seconds a rankset spends taking `tokens` tokens of K and V for one layer."""

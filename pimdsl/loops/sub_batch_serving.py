@@ -34,7 +34,7 @@ from ..passes.program import CompileError
 from ..serving.requests import requests_for
 from . import dimm_pim_costs as dc
 from .latency_predictors import Profiles
-from .sub_batch_split import chunk, split
+from .sub_batch_split import chunk, split, split_by_class
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,9 @@ PARAMS = {
     "chunk_multiple": "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)",
     "hbm_pim_bandwidth": "internal bandwidth of the HBM-PIM baseline, all GPUs together",
     "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
+    "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
 }
+SPLITS = ("per_rankset", "token_sum")
 OP_CLASSES: tuple[str, ...] = ()
 
 
@@ -126,15 +128,23 @@ def setup(system: System):
         requests = requests_for(system.workload)
     except ValueError as e:   # RequestsError too
         _fail(str(e), system.workload.span)
-    return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(m.params.get("chunk_multiple", 16)), requests
+    how = m.params.get("sub_batch_split", "per_rankset")
+    if how not in SPLITS:
+        _fail(f"sub_batch_split '{how}' is not one of {', '.join(SPLITS)}", m.param_spans.get("sub_batch_split", m.span))
+    multiple = m.params.get("chunk_multiple", 16)
+    if not (isinstance(multiple, (int, float)) and multiple >= 1 and float(multiple).is_integer()):
+        _fail(f"chunk_multiple must be a whole number of tokens >= 1, not {multiple!r}",
+              m.param_spans.get("chunk_multiple", m.span))
+    return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(multiple), how, requests
 
 
 class Replica:
     """One replica's serving state and clock."""
 
-    def __init__(self, name, system, mode: Mode, costs: dc.Costs, requests, multiple: int, profiles: Profiles,
-                 timeline: bool):
+    def __init__(self, name, system, mode: Mode, costs: dc.Costs, requests, multiple: int, how: str,
+                 profiles: Profiles, timeline: bool):
         self.name, self.mode, self.c, self.multiple, self.prof = name, mode, costs, multiple, profiles
+        self.how = how
         self.layers = system.model.layers
         hw = costs.hw
         self.R = hw.ranksets if mode.attention == "dimm_bank" else 1
@@ -151,6 +161,7 @@ class Replica:
         self.first_token, self.finish = {}, {}
         self.busy = {"gpu": 0.0, "attention": 0.0, "pcie": 0.0}
         self.pcie_bytes = 0.0
+        self.imbalance = [0.0, 0.0]   # sum over phases of R x the busiest rankset's tokens, and of all tokens
         self.max_batch, self.batch_time = 0, 0.0
         self.intervals = [] if timeline else None
 
@@ -210,6 +221,9 @@ class Replica:
         if n == 0 and not prefill_writes.any():
             return np.zeros(steps)
         if mode.attention == "dimm_bank":
+            if mode.overlap:      # what the per-layer rankset placement costs against perfect balance
+                self.imbalance[0] += float(tokens.max(1).sum()) * self.R
+                self.imbalance[1] += float(tokens.sum())
             blocks = c.write_block(prefill_writes + counts)[None, :]
             t = c.rankset_pim(tokens, np.broadcast_to(blocks, tokens.shape), mode.overlap)
         elif mode.attention == "rank_pu":
@@ -306,7 +320,7 @@ class Replica:
         return out
 
     def step_interleaved(self):
-        sides = split(list(self.ctx)) if len(self.ctx) else ([], [])
+        sides = self._split()
         d0, d1 = (np.array(s, int) for s in sides)
         none = np.zeros(self.R)
         pim0 = float(self._attention(d0, 1, none)[0])
@@ -327,6 +341,13 @@ class Replica:
         self.pcie_bytes += self.layers * float(self._pcie_bytes(len(self.ctx), p0 + p1))
         self._advance(1)
         self._finish_chunks(p1 + p0)
+
+    def _split(self):
+        if not len(self.ctx):
+            return [], []
+        if self.how == "per_rankset" and self.R > 1:
+            return split_by_class(list(self.ctx), list(self.cls % self.R))
+        return split(list(self.ctx))
 
     def _pim_features(self, members, other_prefill):
         return (float(self.ctx[members].sum()) if len(members) else 0.0, len(members),
@@ -378,7 +399,7 @@ class Replica:
             return False
         everyone = np.arange(len(self.ctx))
         if self.mode.decode_sub_batches:
-            d0, d1 = (np.array(s, int) for s in split(list(self.ctx)))
+            d0, d1 = (np.array(s, int) for s in self._split())
             a0, a1 = self._attention(d0, k, np.zeros(self.R)), self._attention(d1, k, np.zeros(self.R))
             g1, _ = self._gpu([], len(d1)); g0, _ = self._gpu([], len(d0))
             per, att, gpu = np.maximum(g1, a0) + np.maximum(g0, a1), float(a0.sum() + a1.sum()), k * (g0 + g1)
@@ -402,9 +423,9 @@ class Replica:
 
 
 def run(system: System, timeline: bool = False, **_) -> LoopResult:
-    mode, costs, dp, multiple, requests = setup(system)
+    mode, costs, dp, multiple, how, requests = setup(system)
     profiles = Profiles(seed=system.workload.seed)
-    replicas = [Replica(f"replica{r}", system, mode, costs, requests[r::dp], multiple, profiles, timeline)
+    replicas = [Replica(f"replica{r}", system, mode, costs, requests[r::dp], multiple, how, profiles, timeline)
                 for r in range(dp)]
     for rep in replicas:
         rep.run()
@@ -443,6 +464,8 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
         "attention_bandwidth_bytes_per_s": {"dimm_bank": hw.rankset_bw * hw.ranksets, "rank_pu": hw.rank_pu_bw,
                                             "gpu": hw.hbm_bw * hw.tp, "hbm_pim": hw.hbm_pim_bw, "cpu": hw.cpu_bw}[mode.attention],
         "ranksets": hw.ranksets, "tp": hw.tp, "dp": len(replicas),
+        "rankset_imbalance": (sum(r.imbalance[0] for r in replicas) / sum(r.imbalance[1] for r in replicas)
+                              if sum(r.imbalance[1] for r in replicas) else None),
         "predictor_errors": profiles.errors(),
     }
 
