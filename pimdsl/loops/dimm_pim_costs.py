@@ -23,12 +23,12 @@ from ..ir.hardware import Memory
 _ROW_CYCLES: dict = {}
 
 
-def bank_row_cycles(memory: Memory, rows: int = 64) -> float:
+def bank_row_cycles(memory: Memory, rows: int = 64, refresh: str = "blocking") -> float:
     """Cycles one bank takes per row when its PU streams it (ACT, every burst of the row, PRE),
     with blocking refresh: the DRAM engine on the spec's part. The bank PUs of a rank run in
     lockstep under all-bank commands ([L3] Sec. 4.2), so one bank's period is the rank's."""
     org = memory.organization
-    key = (memory.part.name, tuple(sorted(memory.part.timing_cycles.items())), org, rows)
+    key = (memory.part.name, tuple(sorted(memory.part.timing_cycles.items())), org, rows, refresh)
     if key in _ROW_CYCLES:
         return _ROW_CYCLES[key]
     cmds = []
@@ -36,7 +36,7 @@ def bank_row_cycles(memory: Memory, rows: int = 64) -> float:
         cmds.append(Command("ACT", row=r))
         cmds += [Command("RD", row=r, column=c) for c in range(org.bursts_per_row)]
         cmds.append(Command("PRE", row=r))
-    _ROW_CYCLES[key] = time_commands(memory, cmds, refresh="blocking")[-1] / rows
+    _ROW_CYCLES[key] = time_commands(memory, cmds, refresh=refresh)[-1] / rows
     return _ROW_CYCLES[key]
 
 
@@ -157,11 +157,16 @@ class Costs:
         """Decode MHA on the bank PUs: per-rankset token loads (..., R) plus the seconds each rankset
         spends receiving writes (..., R). With ranksets a write blocks its rankset only; without,
         every write blocks the whole memory ([L3] Sec. 5.1, Fig. 6a)."""
+        return np.max(self.rankset_finish(loads, blocks, ranksets_on), axis=-1)
+
+    def rankset_finish(self, loads, blocks, ranksets_on: bool):
+        """When each rankset is done with a layer (see rankset_pim)."""
         compute = self.kv_bytes(loads) / self.hw.rankset_bw
         if ranksets_on:
-            return np.max(compute + blocks, axis=-1)
+            return compute + blocks
         # without ranksets a layer's KV is interleaved over every rank: balanced, but any write stalls all
-        return np.mean(compute, axis=-1) + np.sum(blocks, axis=-1)
+        done = np.mean(compute, axis=-1, keepdims=True) + np.sum(blocks, axis=-1, keepdims=True)
+        return np.broadcast_to(done, np.shape(compute))
 
     def write_block(self, tokens):
         """Seconds a rankset spends taking `tokens` tokens of K and V for one layer."""
