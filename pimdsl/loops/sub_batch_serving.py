@@ -102,7 +102,8 @@ def setup(system: System):
         _fail(f"system '{system.name}' needs a gpu and a memory with a PIM unit", system.span)
     tp, dp = int(m.params.get("tp", 1)), int(m.params.get("dp", 1))
     if tp * dp > gpu.count:
-        _fail(f"tp {tp} x dp {dp} needs {tp * dp} GPUs; '{gpu.name}' has {gpu.count}", m.span)
+        _fail(f"tp {tp} x dp {dp} needs {tp * dp} GPUs; '{gpu.name}' has {gpu.count}", m.param_spans.get("tp", m.span),
+              f"lower tp or dp, or declare `gpu {gpu.name}[{tp * dp}]`")
     if mem.organization.channels * mem.count % dp:
         _fail(f"dp {dp} does not divide the {mem.organization.channels} channels of '{mem.name}'", m.span)
     links = {l.kind: l for l in system.links}
