@@ -143,3 +143,15 @@ def test_bad_mapping_is_a_located_error(sets, message, capsys):
     assert main(["run", SPEC, "--set", "workload.requests=2", *args]) == 1
     err = capsys.readouterr().err
     assert message in err and "error:" in err and "Traceback" not in err
+
+
+def test_learned_predictors_schedule_close_to_the_cost_model(capsys):
+    sets = ["--set", "workload.requests=40", "--set", "workload.mean_input_len=2000", "--set", "workload.std_input_len=1000",
+            "--set", "workload.mean_output_len=200", "--set", "workload.std_output_len=100"]
+    out = {}
+    for predictor in ("oracle", "learned"):
+        assert main(["run", SPEC, *sets, "--set", f"mapping.params.predictor={predictor}", "--json"]) == 0
+        out[predictor] = json.loads(capsys.readouterr().out)
+    assert out["learned"]["tokens_per_s"] == pytest.approx(out["oracle"]["tokens_per_s"], rel=0.1)
+    errors = out["learned"]["predictor_errors"]
+    assert errors["fc"]["samples"] > 10 and errors["fc"]["mean_relative_error"] < 0.1

@@ -5,7 +5,9 @@ tokens, number of decoding requests, prefill tokens of the other sub-batch whose
 GPU time by random-forest regressors, one for the prefill MHA of (chunk tokens, cached prefix) and
 one for the batched FC of (tokens in the batch, decoding requests). The loop records one sample per
 scheduled phase; `errors()` fits each model on 80% of the samples and reports the mean relative error
-on the other 20%, as Fig. 10b does ("80/20 split of 1,000 profiled batches").
+on the other 20%, as Fig. 10b does ("80/20 split of 1,000 profiled batches"). With
+`predictor = learned` the scheduler sizes sub-batches and chunks by the models once they are fitted
+(`ready`), refitting online at REFIT_AT samples; the loop's cost model stays the measured time.
 """
 from __future__ import annotations
 
@@ -15,14 +17,26 @@ MODELS = ("decode_mha", "prefill_mha", "fc")
 
 
 class Profiles:
+    REFIT_AT = (50, 100, 200, 400, 700, 1000)     # online: refit as the samples double
+
     def __init__(self, limit: int = 1000, seed: int = 0):
         self.limit, self.seed = limit, seed
         self.samples: dict[str, list[tuple[tuple[float, ...], float]]] = {m: [] for m in MODELS}
+        self.fitted: dict[str, object] = {}
 
     def record(self, model: str, features: tuple[float, ...], seconds: float) -> None:
         rows = self.samples[model]
         if len(rows) < self.limit and seconds > 0:
             rows.append((features, seconds))
+            if len(rows) in self.REFIT_AT:
+                x = np.array([f for f, _ in rows], float)
+                self.fitted[model] = self._model(model).fit(x, np.array([t for _, t in rows], float))
+
+    def ready(self, *models: str) -> bool:
+        return all(m in self.fitted for m in models)
+
+    def predict(self, model: str, features) -> np.ndarray:
+        return self.fitted[model].predict(np.asarray(features, float).reshape(-1, len(features[0])))
 
     def _model(self, model: str):
         if model == "decode_mha":

@@ -64,7 +64,9 @@ PARAMS = {
     "hbm_pim_bandwidth": "internal bandwidth of the HBM-PIM baseline, all GPUs together",
     "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
     "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
+    "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
 }
+PREDICTORS = ("oracle", "learned")
 SPLITS = ("per_rankset", "token_sum")
 OP_CLASSES: tuple[str, ...] = ()
 
@@ -132,11 +134,14 @@ def setup(system: System):
     how = m.params.get("sub_batch_split", "per_rankset")
     if how not in SPLITS:
         _fail(f"sub_batch_split '{how}' is not one of {', '.join(SPLITS)}", m.param_spans.get("sub_batch_split", m.span))
+    predictor = m.params.get("predictor", "oracle")
+    if predictor not in PREDICTORS:
+        _fail(f"predictor '{predictor}' is not one of {', '.join(PREDICTORS)}", m.param_spans.get("predictor", m.span))
     multiple = m.params.get("chunk_multiple", 16)
     if not (isinstance(multiple, (int, float)) and multiple >= 1 and float(multiple).is_integer()):
         _fail(f"chunk_multiple must be a whole number of tokens >= 1, not {multiple!r}",
               m.param_spans.get("chunk_multiple", m.span))
-    return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(multiple), how, requests
+    return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(multiple), (how, predictor), requests
 
 
 class Replica:
@@ -145,7 +150,7 @@ class Replica:
     def __init__(self, name, system, mode: Mode, costs: dc.Costs, requests, multiple: int, how: str,
                  profiles: Profiles, timeline: bool):
         self.name, self.mode, self.c, self.multiple, self.prof = name, mode, costs, multiple, profiles
-        self.how = how
+        self.how, self.learned = how[0], how[1] == "learned"
         self.layers = system.model.layers
         hw = costs.hw
         self.R = hw.ranksets if mode.attention == "dimm_bank" else 1
@@ -211,7 +216,7 @@ class Replica:
         np.add.at(counts, self.cls[members] % self.R, 1)
         return loads, counts
 
-    def _attention(self, members, steps, prefill_writes):
+    def _attention(self, members, steps, prefill_writes, record=True):
         """Decode MHA of `members` for `steps` successive iterations (array of seconds per layer),
         with `prefill_writes` (tokens per rankset class) landing meanwhile."""
         c, mode = self.c, self.mode
@@ -222,7 +227,7 @@ class Replica:
         if n == 0 and not prefill_writes.any():
             return np.zeros(steps)
         if mode.attention == "dimm_bank":
-            if mode.overlap:      # what the per-layer rankset placement costs against perfect balance
+            if mode.overlap and record:   # what the per-layer rankset placement costs against perfect balance
                 self.imbalance[0] += float(tokens.max(1).sum()) * self.R
                 self.imbalance[1] += float(tokens.sum())
             blocks = c.write_block(prefill_writes + counts)[None, :]
@@ -278,14 +283,12 @@ class Replica:
             if not self._admit(w):
                 break
             rest = w[1] - w[3]
-            now, _ = self._gpu_quiet(picked, decode_n)
-            if picked and now >= budget_s:
+            base = [(ch, pre) for ch, pre, _ in picked]
+            if picked and self._gpu_candidates(base[:-1], [base[-1][0]], base[-1][1], decode_n)[0] >= budget_s:
                 break
-            trial, _ = self._gpu_quiet(picked + [(rest, w[3])], decode_n)
+            trial = self._gpu_candidates(base, [rest], w[3], decode_n)[0]
             if trial > budget_s and chunk_free:
-                base = [(ch, pre) for ch, pre, _ in picked]
-                size = chunk(rest, budget_s, lambda s: np.array(
-                    [self._gpu_quiet_list(base + [(int(x), w[3])], decode_n) for x in s]), self.multiple)
+                size = chunk(rest, budget_s, lambda s: self._gpu_candidates(base, s, w[3], decode_n), self.multiple)
                 chunked = size < rest
                 picked.append((size, w[3], w))
                 self.waiting.popleft()
@@ -296,15 +299,32 @@ class Replica:
                 break
         return picked, chunked
 
+    def _budget(self, members) -> float:
+        """The PIM time a sub-batch's decode MHA will take: predicted, or the cost model's."""
+        if self.learned and self.prof.ready("decode_mha"):
+            return float(self.prof.predict("decode_mha", [self._pim_features(members, [])])[0])
+        return float(self._attention(members, 1, np.zeros(self.R), record=False)[0])
+
+    def _gpu_candidates(self, base, sizes, prefix, decode_n):
+        """GPU time of `base` chunks plus one more of each size in `sizes`: predicted, or the cost model's."""
+        if not (self.learned and self.prof.ready("prefill_mha", "fc")):
+            return np.array([self._gpu_quiet_list(base + [(int(x), prefix)], decode_n) for x in sizes])
+        c, tok = self.c, sum(ch for ch, _ in base) + np.asarray(sizes, float)
+        mha = self.prof.predict("prefill_mha", [(x, prefix) for x in sizes])
+        if base:
+            mha = mha + self.prof.predict("prefill_mha", base).sum()
+        fc = self.prof.predict("fc", [(t, decode_n) for t in tok])
+        if not (self.mode.kv_home == "host" and self.mode.comm):
+            return mha + fc
+        kv = c.pcie(c.kv_bytes(tok))
+        return mha + fc + (np.maximum(0.0, kv - fc) if self.mode.overlap else kv)
+
     def _gpu_quiet_list(self, chunks, decode_n):
         c = self.c
         tok = sum(ch for ch, _ in chunks)
         t = float(sum(c.prefill_attention(ch, pre) for ch, pre in chunks)) + float(c.fc(tok + decode_n))
         kv = float(c.pcie(c.kv_bytes(tok))) if self.mode.kv_home == "host" and self.mode.comm else 0.0
         return t + (max(0.0, kv - float(c.fc(tok + decode_n))) if self.mode.overlap else kv)
-
-    def _gpu_quiet(self, picked, decode_n):
-        return self._gpu_quiet_list([(ch, pre) for ch, pre, *_ in picked], decode_n), None
 
     def _finish_chunks(self, picked):
         for size, pre, w in picked:
@@ -324,8 +344,7 @@ class Replica:
         sides = self._split()
         d0, d1 = (np.array(s, int) for s in sides)
         none = np.zeros(self.R)
-        pim0 = float(self._attention(d0, 1, none)[0])
-        pim1 = float(self._attention(d1, 1, none)[0])
+        pim0, pim1 = self._budget(d0), self._budget(d1)
         p1, chunked = self._prefill_pick(pim0, len(d1), True)
         p0, _ = self._prefill_pick(pim1, len(d0), not chunked)
         if not p0 and not p1:

@@ -105,6 +105,7 @@ def collect(progress=print) -> dict:
     for model in ("gpt3_175b", "gpt_89b"):
         data["ablation"][model] = {st: run(model, st) for st in ("l3_naive", "l3_interleave", "l3")}
         data["ablation"][model]["l3_token_sum_split"] = run(model, "l3", ["mapping.params.sub_batch_split=token_sum"])
+        data["ablation"][model]["l3_learned"] = run(model, "l3", ["mapping.params.predictor=learned"])
     for name, (gib, rs) in SCALING.items():
         data["scaling"][name] = run("gpt3_175b", "l3", memory_sets(gib, rs))
         progress(name)
@@ -195,11 +196,11 @@ def markdown(data: dict) -> str:
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {row['l3']['batch_max']} | {imb:.2f} |" if imb else
                      f"| {key} | " + " | ".join(cells) + f" | {row['l3']['batch_max']} | - |")
     lines += ["", "## Fig. 10a ablation and the sub-batch split (tokens/s, OpenR1)", "",
-              "| model | naive | + interleaving | + ranksets, async KV (L3) | L3 with the token-sum split |",
-              "|---|---:|---:|---:|---:|"]
+              "| model | naive | + interleaving | + ranksets, async KV (L3) | L3 with the token-sum split | L3 scheduled by the learned predictors |",
+              "|---|---:|---:|---:|---:|---:|"]
     for model, ab in data["ablation"].items():
         lines.append(f"| {MODELS[model]} | " + " | ".join(f"{ab[k]['tokens_per_s']:.1f}" for k in
-                     ("l3_naive", "l3_interleave", "l3", "l3_token_sum_split")) + " |")
+                     ("l3_naive", "l3_interleave", "l3", "l3_token_sum_split", "l3_learned")) + " |")
     lines += ["", "## Fig. 9 scalability (GPT-175B, OpenR1)", "", "| config | tokens/s | / base | batch max |", "|---|---:|---:|---:|"]
     base = data["scaling"]["base"]["tokens_per_s"]
     for name, r in data["scaling"].items():
