@@ -123,6 +123,7 @@ def test_every_strategy_serves_every_request(strategy, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["served"] + out["oom_requests"] == 12 and out["tokens_per_s"] > 0
     assert out["end_to_end_s"] >= out["ttft_s"] > 0
+    assert all(0 <= u <= 1 + 1e-9 for u in out["utilization"].values())
 
 
 def test_decode_time_grows_with_context_and_falls_with_ranksets():

@@ -484,7 +484,8 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
         "batch_mean": sum(rep.batch_time for rep in replicas) / (len(replicas) * end),
         "memory_bytes": {"weights": system.model.weight_bytes * len(replicas), "kv_cache_capacity": kv_peak * len(replicas),
                          "total": system.model.weight_bytes * len(replicas) + kv_peak * len(replicas)},
-        "utilization": {"gpu": busy["gpu"], mode.attention: busy["attention"], "pcie": busy["pcie"]},
+        "utilization": ({"gpu": busy["gpu"] + busy["attention"]} if mode.attention == "gpu" else
+                        {"gpu": busy["gpu"], mode.attention: busy["attention"]}) | {"pcie": busy["pcie"]},
         "breakdown_s": {"gpu_busy": busy["gpu"] * end, "attention_busy": busy["attention"] * end,
                         "pcie_busy": busy["pcie"] * end},
         "pcie_bytes": sum(rep.pcie_bytes for rep in replicas),
