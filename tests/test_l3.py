@@ -138,6 +138,8 @@ def test_decode_time_grows_with_context_and_falls_with_ranksets():
     (["mapping.strategy=l4"], "is not a valid strategy"),
     (["mapping.params.sub_batch_split=random"], "sub_batch_split 'random'"),
     (["mapping.params.tp=16"], "needs 16 GPUs"),
+    (["workload.kv_admission=on_demand"], "kv_admission = on_demand is not modelled"),
+    (["mapping.params.ranksets=4"], "has no param 'ranksets'"),
 ])
 def test_bad_mapping_is_a_located_error(sets, message, capsys):
     args = [a for s in sets for a in ("--set", s)]

@@ -127,6 +127,9 @@ def setup(system: System):
         _fail("strategy cpu_offload needs a cpu (set params.host_cpu)", m.span)
     if mode.attention == "hbm_pim" and hw.hbm_pim_bw <= 0:
         _fail("strategy hbm_pim needs params.hbm_pim_bandwidth", m.span)
+    if system.workload.kv_admission != "reserve":
+        _fail(f"kv_admission = {system.workload.kv_admission} is not modelled by the sub-batch serving loop",
+              system.workload.span, "a request reserves its whole life's KV at admission: remove it or write reserve")
     try:
         requests = requests_for(system.workload)
     except ValueError as e:   # RequestsError too
