@@ -399,7 +399,7 @@ class Replica:
         # With no prefill to hide, two sub-batches read the weights twice per iteration; one batch, GPU
         # then PIM, is faster when the PIM part is short (ours: the scheduler keeps the faster).
         everyone = np.arange(len(self.ctx))
-        a, (g, _) = self._attention(everyone, k, none), self._gpu([], len(self.ctx))
+        a, (g, _) = self._attention(everyone, k, none, record=False), self._gpu([], len(self.ctx))
         if (g + a).sum() < per.sum():
             per, gpu, att = g + a, k * g, float(a.sum())
         self.prof.record("decode_mha", self._pim_features(d0, []), float(a0[0]))
