@@ -158,3 +158,17 @@ def test_learned_predictors_schedule_close_to_the_cost_model(capsys):
     assert out["learned"]["tokens_per_s"] == pytest.approx(out["oracle"]["tokens_per_s"], rel=0.1)
     errors = out["learned"]["predictor_errors"]
     assert errors["fc"]["samples"] > 10 and errors["fc"]["mean_relative_error"] < 0.1
+
+
+def test_decode_vectors_cross_pcie_on_the_critical_path():
+    """[L3] Sec. 5.1: decode Q/K/V go to the host and the attention outputs come back every layer, so a
+    slower PCIe lengthens every decode iteration of L3, and not R-PIM's (communication free, Sec. 6.1)."""
+    slow = "l3_pcie.bandwidth=1GB/s"
+    # long contexts: the PIM side (MHA + vectors, [L3] Eq. 2) is the longer of each phase, so every byte counts
+    fast, slow_l3 = (decode_iteration_s(system("workload.requests=1", *s), [60000] * 16) for s in ([], [slow]))
+    # 16 requests x (Q, K, V up + output down, 4 x 12288 fp16) per layer over 8 links, on each of 96 layers
+    per_second_of_link = 96 * 16 * 4 * 12288 * 2 / 8
+    assert slow_l3 - fast == pytest.approx(per_second_of_link * (1 / 1e9 - 1 / 31.5e9), rel=0.05)
+    r_pim = [decode_iteration_s(system("workload.requests=1", "mapping.strategy=r_pim", *s), [4000] * 16)
+             for s in ([], [slow])]
+    assert r_pim[0] == r_pim[1]
