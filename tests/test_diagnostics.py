@@ -26,7 +26,7 @@ def test_language_md_mistake_1_misspelt_field(errors):
         spec.pim:1:25: error: unknown field 'inptu_len' in workload w
             workload w { batch = 1; inptu_len = 5; }
                                     ^^^^^^^^^
-          hint: did you mean 'input_len' or 'mean_input_len'?""")]
+          hint: did you mean 'input_len' or 'std_input_len' or 'mean_input_len'?""")]
 
 
 def test_language_md_mistake_2_wrong_dimension(errors):

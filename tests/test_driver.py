@@ -15,7 +15,7 @@ from .conftest import ROOT
 SYSTEMS = [pytest.param(spec, marks=pytest.mark.slow) if "pim_sherpa" in spec else spec
            for spec in sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "specs" / "systems").glob("*.pim"))]
 # keep each run to a second or two: few tokens; the serving systems at a small batch
-SMALL = {"neupims": ["workload.batch=4"], "pim_sherpa": ["workload.input_len=8"]}
+SMALL = {"neupims": ["workload.batch=4"], "pim_sherpa": ["workload.input_len=8"], "l3_": ["workload.requests=20"]}
 
 
 def flatten(report, prefix=""):

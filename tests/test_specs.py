@@ -24,7 +24,7 @@ def test_bundled_spec_checks_without_errors_or_warnings(path):
 # Specs that do not pass `pimc check --strict` yet, and why (the same list as .ci/run's): their
 # strategies, op classes (fc_hot, fc_cold, merge, ...) and params are read by no registered run loop
 # until the hot/cold-offload and sub-batch serving loops land (issue 15).
-NOT_STRICT = {"systems/hermes_ndp_llama2_70b.pim", "systems/l3_gpt3_175b.pim"}
+NOT_STRICT = {"systems/hermes_ndp_llama2_70b.pim"}
 
 
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT / "specs")))

@@ -63,6 +63,18 @@ def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
     return refusal is None
 
 
+def _estimate(system, steps):
+    """The loop's own estimate when its module gives one (its work is not op graphs), else run_estimate."""
+    from .. import loops
+    try:
+        loop = loops.for_system(system)
+    except CompileError:
+        loop = None
+    if steps is None and hasattr(loop, "estimate"):
+        return loop.estimate(system)
+    return run_estimate(system, steps)
+
+
 def load_system(args, steps: int | None = None):
     """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
     op graphs the command builds (default: the whole workload's), for the work estimate."""
@@ -89,7 +101,7 @@ def load_system(args, steps: int | None = None):
               file=sys.stderr)
         return None, diags
     _warn_unread(system, diags)
-    if not within_budget(run_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
+    if not within_budget(_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags
 

@@ -216,11 +216,12 @@ class ModelBuilder:
             name=node.name, batch=r.integer("batch", 1), input_len=r.integer("input_len", 1),
             output_len=r.integer("output_len", 1), requests_csv=r.string("requests_csv", None),
             dataset=r.choice("dataset", ("sharegpt", "alpaca", "fixed"), None),
-            distribution=r.choice("distribution", ("fixed", "normal", "uniform", "exponential"), "fixed"),
+            distribution=r.choice("distribution", ("fixed", "normal", "uniform", "exponential", "gamma"), "fixed"),
             mean_input_len=r.number("mean_input_len", None), mean_output_len=r.number("mean_output_len", None),
             requests=r.integer("requests", 1), seed=r.integer("seed", 0, minimum=0),
             kv_admission=r.choice("kv_admission", ("reserve", "on_demand"), "reserve"), span=node.span,
-            memory_limit_bytes=r.bytes("memory_limit", None))
+            memory_limit_bytes=r.bytes("memory_limit", None),
+            std_input_len=r.number("std_input_len", None), std_output_len=r.number("std_output_len", None))
         r.finish()
         return out
 

@@ -93,6 +93,8 @@ class Workload:
     kv_admission: str             # reserve (Orca: a request's whole life at admission) or on_demand (vLLM)
     span: Span = field(compare=False, repr=False)
     memory_limit_bytes: int | None = None   # a cap on the device memory a run may occupy (None: no cap)
+    std_input_len: float | None = field(default=None, metadata={"json": "omit_default"})   # the gamma law's spread
+    std_output_len: float | None = field(default=None, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

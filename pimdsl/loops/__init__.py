@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 
-LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading"}
+LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading",
+         "sub_batch_serving": "pimdsl.loops.sub_batch_serving"}
 
 
 def names() -> tuple[str, ...]:

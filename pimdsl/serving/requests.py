@@ -74,6 +74,16 @@ def _fixed(rng: np.random.Generator, mean: float, n: int) -> np.ndarray:
     return np.full(n, max(1, round(mean)))
 
 
+def gamma_lengths(rng: np.random.Generator, mean: float, std: float, n: int) -> np.ndarray:
+    """Whole-token lengths from the gamma law with the given mean and standard deviation (shape
+    mean^2 / std^2, scale std^2 / mean), floored at 1. Traces state a mean and a std often as large
+    as the mean, where a normal law would go negative; the gamma is positive and fits both moments.
+    The floor raises the mean a little when std > mean (many draws fall below 1)."""
+    if not (mean >= 1 and std > 0):
+        raise ValueError(f"the gamma distribution needs a mean >= 1 and a std > 0, got {mean!r}, {std!r}")
+    return np.maximum(1, np.rint(rng.gamma((mean / std) ** 2, std * std / mean, n)))
+
+
 DISTRIBUTIONS: dict[str, Callable[[np.random.Generator, float, int], np.ndarray]] = {
     "fixed": _fixed, "normal": _normal, "uniform": _uniform, "exponential": _exponential,
 }
@@ -180,7 +190,8 @@ def requests_for(workload: Workload, base_dir: str | Path | None = None) -> list
     - otherwise `workload.requests` requests drawn with `workload.seed` from `distribution`:
       `fixed` gives every request `input_len` and `output_len`; normal, uniform and exponential
       take their means from `mean_input_len` / `mean_output_len`, else from `dataset`'s means
-      (DATASET_MEANS), else from `input_len` / `output_len`."""
+      (DATASET_MEANS), else from `input_len` / `output_len`; gamma takes the means and the
+      `std_input_len` / `std_output_len` (gamma_lengths)."""
     if workload.requests_csv is not None:
         path = Path(workload.requests_csv)
         if not path.is_absolute():
@@ -188,6 +199,15 @@ def requests_for(workload: Workload, base_dir: str | Path | None = None) -> list
             path = base / path
         return load_requests_csv(path)
     distribution = workload.distribution or "fixed"
+    if distribution == "gamma":
+        if workload.mean_input_len is None or workload.mean_output_len is None \
+                or workload.std_input_len is None or workload.std_output_len is None:
+            raise ValueError("distribution = gamma needs mean_input_len, std_input_len, mean_output_len and "
+                             "std_output_len")
+        rng = np.random.default_rng(workload.seed)
+        inputs = gamma_lengths(rng, workload.mean_input_len, workload.std_input_len, workload.requests)
+        outputs = gamma_lengths(rng, workload.mean_output_len, workload.std_output_len, workload.requests)
+        return [Request(i, int(a), int(b)) for i, (a, b) in enumerate(zip(inputs, outputs))]
     if distribution == "fixed":
         return synthetic_requests("fixed", workload.requests, workload.seed,
                                   workload.input_len, workload.output_len)
