@@ -17,7 +17,7 @@ from .diagnostics import Diagnostics, did_you_mean
 from .nodes import Node
 from .syntax import Assign, BinOp, Block, Call, Issue, Let, Neg, Num, Ref
 
-STATE_BUILTINS = ("row", "global_buffer")
+STATE_BUILTINS = ("row", "global_buffer", "host")   # host: where a dot returns its results
 
 
 class _Skip(Exception):
@@ -61,6 +61,10 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
             "store": (c.writes == ("row",) and len([s for s in c.reads if s in files]) == 1,
                       "reads one register file and writes [row]"),
             "readback": (c.reads == ("row",) and c.scope == "bank", "reads [row] at scope bank"),
+            "copy": (c.reads == ("row",) and len(buffers) == 1, "reads [row] and writes one register file or "
+                     "global_buffer"),
+            "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
+                    "reads [row, <source>] and writes [host]"),
         }[c.effect]
         if not need[0]:
             diags.error(f"command {c.name} has effect {c.effect}, which needs a command that {need[1]}",

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 
-from ..lowering import neupims_attention as neupims
 from ..lowering.hbm_pim_gemv import gemv_stream
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
@@ -76,14 +75,9 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
         m = s.get("m", 1)
         stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
         key = (fam, s["n"], s["k"], m)
-    elif fam == "hbm_pim":
+    else:                                   # hbm_pim
         m = s.get("m", 1)
         out_per_pch = math.ceil(s["n"] / memory.organization.channels)
         stream = lambda ch: _repeat(list(gemv_stream(memory, out_per_pch, s["k"], ch)), m, name)
         key = (fam, s["n"], s["k"], m)
-    else:                                   # NeuPIMs attention: heads of all requests, one channel's keys
-        lower = neupims.score_stream if op.kind == "attn_score" else neupims.context_stream
-        heads = s["heads"] * s.get("requests", 1)
-        stream = lambda ch: lower(memory, s["kv"], heads, s["head_dim"], ch)
-        key = (fam, op.kind, s["kv"], heads, s["head_dim"])
     return PimWork(name, memory.name, fam, stream, key)

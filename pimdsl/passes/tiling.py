@@ -14,9 +14,6 @@ shape, and every problem of every op (no program for the class, a layout
 that does not cover the weight, a tile outside the declared state) is
 reported at once. Units without programs keep the built-in families,
 
-
-  neupims   a command uses a PIM row buffer (dual row buffers): attention
-            K.q and s.V over the KV cache (NeuPIMs section 5.2)
   samsung   named commands, a MAC read among them (LPDDR5X-PIM): GEMV
   hbm_pim   no commands of its own: the Aquabolt-XL kernel of plain RD/WR
             commands ([REFDATA] pim README Sec. 1): GEMV
@@ -28,19 +25,15 @@ import weakref
 
 from ..ir.hardware import PimUnit
 from ..lowering.hbm_pim_gemv import GemvTiling
-from ..lowering.neupims_attention import ScoreTiling
 from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
 from ..ir.pim_program import OP_SHAPES, ProgramError
 from ..lowering.pim_program import check, layout_problem
 from .program import CompileError, Program
 
-FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "hbm_pim": ("gemv", "gemm"),
-                "neupims": ("attn_score", "attn_context")}
+FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "hbm_pim": ("gemv", "gemm")}
 
 
 def family(pim: PimUnit) -> str:
-    if any(c.row_buffer == "pim" for c in pim.commands):
-        return "neupims"
     return "samsung" if pim.commands else "hbm_pim"
 
 
@@ -150,6 +143,4 @@ def _tiling(fam, memory, op):
     s = op.shape
     if fam == "samsung":
         return GemvLayout.of(memory, s["n"], s["k"])
-    if fam == "hbm_pim":
-        return GemvTiling.of(memory, math.ceil(s["n"] / memory.organization.channels), s["k"])
-    return ScoreTiling.of(memory, s["kv"], s["heads"], s["head_dim"])
+    return GemvTiling.of(memory, math.ceil(s["n"] / memory.organization.channels), s["k"])
