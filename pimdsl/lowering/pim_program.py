@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from typing import Iterator
 
 import numpy as np
 
 from ..interpreter.command_stream import ESTIMATE_ARG, Command, CommandTimer
 from ..ir.hardware import Memory
-from ..ir.pim_program import (PLACE_ARGS, For, Issue, Let, PimProgram, ProgramError, evaluate,
+from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, evaluate,
                               names_in)
 from ..ir.workload import DTYPE_BYTES
 from .stream import Item, Loop, unroll
@@ -139,6 +140,25 @@ def _shape_depends(body: tuple, tainted: set[str]) -> bool:
         elif names_in(stmt.count) & tainted or _shape_depends(stmt.body, tainted):
             return True
     return False
+
+
+def op_stream(memory: Memory, op_class: str, shape: dict, channel: int = 0, first_row: int = 0,
+              params: dict | None = None) -> Iterator[Command]:
+    """Every command, in order, of the unit's program for `op_class` on one channel."""
+    program = memory.pim.program(op_class) if memory.pim is not None else None
+    if program is None:
+        raise ProgramError(f"memory '{memory.name}' has no PIM program for {op_class}")
+    return unroll(expand(memory, program, shape, channel, first_row, params=params))
+
+
+def place_of(memory: Memory, program: PimProgram, shape: dict, tensor: str, index: tuple[int, ...],
+             first_row: int = 0) -> dict[str, int]:
+    """Where the program's layout of `tensor` puts one element: channel, ..., row, column, lane."""
+    layout = program.layout(tensor)
+    if layout is None:
+        raise ProgramError(f"program {program.op_class} lays out no tensor '{tensor}'", program.span)
+    env = {**environment(memory, program, shape, 0, first_row), **dict(zip(layout.indices, index))}
+    return {f: int(evaluate(layout.place[f], env)) if f in layout.place else 0 for f in PLACE_FIELDS}
 
 
 def tensor_rows(memory: Memory, program: PimProgram, shape: dict, tensor: str) -> int | None:
