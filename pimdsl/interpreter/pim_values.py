@@ -11,8 +11,8 @@ compared with numpy: exactly when numpy follows the same order
 Accumulation order of HBM-PIM (Aquabolt-XL), stated, as the hardware's is
 not fully public: each MAC rounds the product to the unit's datatype, then
 the sum (GRF_B += GRF_A x bank burst, lane by lane); the host adds the 16
-lane partial sums of each output in float32, lane 0 first. The NeuPIMs
-executor is in neupims_values.
+lane partial sums of each output in float32, lane 0 first. Declared PIM
+programs run in program_values.
 """
 from __future__ import annotations
 
