@@ -53,7 +53,7 @@ class PimWork:
     """
     op: str
     memory: str
-    family: str                    # samsung, hbm_pim, neupims
+    family: str                    # program (declared), or a built-in: samsung, hbm_pim
     stream: Callable[[int], list]  # channel -> items (commands and loops)
     key: tuple
 

@@ -18,9 +18,9 @@ PIM-aware copy seen as cacheable host-friendly), `smc` (swizzled into a
 cacheable buffer first, by the smc pass), or `noncacheable` (uncached: every
 token rereads the weights, NC-GEMM). PIM ops have access `pim`. Cacheability is
 a CPU attribute: an NPU or GPU stages weights in its own on-chip buffers by DMA
-and reuses them across a kernel's rows whatever the region says (NeuPIMs
-section 4: the NPU reads weights through the MEM row buffers of non-cacheable
-PIM memory), so their access is `cacheable`.
+and reuses them across a kernel's rows whatever the region says (an NPU beside
+PIM banks reads weights through the MEM row buffers of non-cacheable PIM
+memory, dual row buffers), so their access is `cacheable`.
 """
 from __future__ import annotations
 
