@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pimdsl.interpreter.command_stream import CommandTimer
 from pimdsl.interpreter.program_values import adder_tree_dot, run
 from pimdsl.lowering.pim_program import check, environment
-from pimdsl.serving.neupims_costs import attention_lets, attention_shape, attention_stream
+from pimdsl.serving.neupims_costs import attention_lets, attention_shape, attention_stream, vector_banks
 from pimdsl.validation import neupims as N
 
 
@@ -222,3 +222,37 @@ PIM_GWRITE r0 bg0 b1 row32764 col0 copy
 PRE r0 bg0 b1 row0 col0 pre
 PIM_GEMV r0 bg0 b0 row16 col0 dot
 PIM_GEMV r0 bg0 b0 row17 col0 dot"""
+
+
+# (d) the constructs the attention programs added, checked generically -------------------------
+COPY_DOT_UNIT = """
+import "dram/lpddr4.pim";
+pim_unit u {
+  placement = bank; simd_width = 256 bit; dtype = fp16; global_buffer = 64 B;
+  register_file ACC { count = 2; width = 256 bit; }
+  command CP  { scope = bank; reads = [row]; writes = [ACC, global_buffer]; effect = copy; }
+  command DOT { scope = channel; reads = [row, global_buffer]; writes = [result]; effect = dot; }
+  program attn_score { for t[kv] { DOT(row = t, src = 0); } }
+}
+memory m { part = LPDDR4; address_map = [row, bank, column]; pim = u; }
+"""
+
+
+def test_copy_and_dot_declarations_are_checked(errors):
+    text = "\n".join(errors(COPY_DOT_UNIT))
+    assert "command CP has effect copy, which needs a command that reads [row] and writes one register" in text
+    assert "command DOT (dot) names 'result', which the unit does not declare" in text
+    assert "command DOT has effect dot, which needs a command that reads [row, <source>] and writes [host]" in text
+    assert "DOT (dot) needs the argument(s) k, output, stride" in text
+
+
+def test_only_a_programs_lets_are_its_parameters(memory):
+    from pimdsl.ir.pim_program import ProgramError
+    with pytest.raises(ProgramError, match="has no parameter gwrites"):
+        list(attention_stream_with(memory, {"gwrites": 1}))
+    assert vector_banks(memory) == 2            # the query in bank 0, the scores in bank 1 (layouts)
+
+
+def attention_stream_with(memory, params):
+    from pimdsl.lowering.pim_program import op_stream
+    return op_stream(memory, "attn_score", attention_shape(32, 4, 128), params=params)
