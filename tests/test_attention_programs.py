@@ -256,3 +256,22 @@ def test_only_a_programs_lets_are_its_parameters(memory):
 def attention_stream_with(memory, params):
     from pimdsl.lowering.pim_program import op_stream
     return op_stream(memory, "attn_score", attention_shape(32, 4, 128), params=params)
+
+
+def test_a_kv_layout_that_does_not_cover_the_cache_is_reported(memory):
+    """Layouts that say their `dims` are checked like a weight's: two tokens' keys in one place."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from pimdsl.ir.pim_program import Num
+    from pimdsl.passes.tiling import _problems
+    program = memory.pim.program("attn_score")
+    op = SimpleNamespace(shape=attention_shape(64, 8, 128), weight=None)
+    assert _problems(memory, program, op, "L0.attn_score") == []
+    key = program.layout("key")
+    broken = dataclasses.replace(program, layouts=tuple(
+        dataclasses.replace(l, place={**l.place, "bank": Num(0), "rank": Num(0)}) if l is key else l
+        for l in program.layouts))
+    problems = _problems(memory, broken, op, "L0.attn_score")
+    assert len(problems) == 1 and "does not cover its 64 x 8 x 128 key" in problems[0].message
+    assert "hold more than one element" in problems[0].message and problems[0].span == key.span

@@ -169,10 +169,21 @@ class _Program:
                                      stmt.span, "write e.g. `indices = [o, i];`")
                     raise _Skip
                 indices = tuple(i.parts[0] for i in items)
+        dims = None
         for stmt in block.body:
             if isinstance(stmt, Assign) and stmt.name == "rows":
                 try:
                     rows = self.expr(stmt.expr, scope)
+                except _Skip:
+                    pass
+            elif isinstance(stmt, Assign) and stmt.name == "dims":
+                items = getattr(stmt.expr, "items", None)
+                if items is None or len(items) != len(indices):
+                    self.diags.error(f"`dims` gives one extent per index ({len(indices)})", stmt.span,
+                                     "write e.g. `dims = [kv, heads, head_dim];`")
+                    continue
+                try:
+                    dims = tuple(self.expr(i, scope) for i in items)
                 except _Skip:
                     pass
             elif isinstance(stmt, Assign) and stmt.name in P.PLACE_FIELDS:
@@ -183,14 +194,14 @@ class _Program:
             elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
                 name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
                 self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
-                                 did_you_mean(name, ("indices", "rows") + P.PLACE_FIELDS, "layout fields"))
+                                 did_you_mean(name, ("indices", "rows", "dims") + P.PLACE_FIELDS, "layout fields"))
         if not indices:
             self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
         missing = [f for f in ("row", "column", "lane") if f not in place]
         if missing:
             self.diags.error(f"layout {block.name} does not say the {', '.join(missing)} of an element", block.span,
                              "a layout gives row, column (burst) and lane, and optionally channel, rank and bank")
-        return P.Layout(block.name or "?", indices, place, rows, block.span)
+        return P.Layout(block.name or "?", indices, place, rows, block.span, dims)
 
     # ---- expressions ----------------------------------------------------------
     def expr(self, e, scope: set) -> P.Expr:

@@ -26,8 +26,8 @@ import weakref
 from ..ir.hardware import PimUnit
 from ..lowering.hbm_pim_gemv import GemvTiling
 from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
-from ..ir.pim_program import OP_SHAPES, ProgramError
-from ..lowering.pim_program import check, layout_problem
+from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
+from ..lowering.pim_program import check, environment, layout_problem
 from .program import CompileError, Program
 
 FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "hbm_pim": ("gemv", "gemm")}
@@ -119,24 +119,30 @@ def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set
 def _problems(memory, declared, op, name: str) -> list[CompileError]:
     shape = dict(op.shape)
     out = [CompileError(f"op {name}: {p.message}", p.span or declared.span, p.hint) for p in check(memory, declared, shape)]
-    if declared.layout("weight") is not None and op.weight and "n" in shape and "k" in shape:
+    for layout in declared.layouts:
         try:
-            why = _layout_problem(memory, declared, shape)
+            if layout.dims is not None:     # the layout says its tensor's extent
+                env = environment(memory, declared, shape)
+                dims = tuple(int(evaluate(d, env)) for d in layout.dims)
+            elif layout.tensor == "weight" and op.weight and "n" in shape and "k" in shape:
+                dims = (shape["n"], shape["k"])
+            else:
+                continue
+            why = _layout_problem(memory, declared, shape, layout.tensor, dims)
         except ProgramError as exc:
             why = exc.message
         if why:
-            out.append(CompileError(f"op {name}: the layout does not cover its {shape['n']} x {shape['k']} weight: "
-                                    f"{why}", declared.layout("weight").span,
+            out.append(CompileError(f"op {name}: the layout does not cover its {' x '.join(map(str, dims))} "
+                                    f"{layout.tensor}: {why}", layout.span,
                                     "every element needs its own place inside the memory's channels, banks, "
                                     "rows, bursts and lanes"))
     return out
 
 
-def _layout_problem(memory, declared, shape) -> str | None:
-    n, k = shape["n"], shape["k"]
-    if n * k <= EXHAUSTIVE_ELEMENTS:
-        return layout_problem(memory, declared, shape, "weight", (n, k))
-    return layout_problem(memory, declared, shape, "weight", (n, k), edges=64)
+def _layout_problem(memory, declared, shape, tensor: str, dims: tuple[int, ...]) -> str | None:
+    if math.prod(dims) <= EXHAUSTIVE_ELEMENTS:
+        return layout_problem(memory, declared, shape, tensor, dims)
+    return layout_problem(memory, declared, shape, tensor, dims, edges=64)
 
 
 def _tiling(fam, memory, op):
