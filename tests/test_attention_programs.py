@@ -275,3 +275,17 @@ def test_a_kv_layout_that_does_not_cover_the_cache_is_reported(memory):
     problems = _problems(memory, broken, op, "L0.attn_score")
     assert len(problems) == 1 and "does not cover its 64 x 8 x 128 key" in problems[0].message
     assert "hold more than one element" in problems[0].message and problems[0].span == key.span
+
+
+def test_the_compiled_trace_lists_no_loop_that_runs_nothing(tmp_path):
+    """A compiled decode step's attention: the GWRITE loop (vectors = 0) is left out of the trace,
+    the tiles are `repeat` loops with their header's estimate."""
+    from pimdsl.emit.streams import structured_lines
+    from pimdsl.lowering.pim_program import expand
+    memory = N.neupims_memory()
+    items = expand(memory, memory.pim.program("attn_score"), attention_shape(96, 4, 128))
+    lines = list(structured_lines(memory, items, "attn"))
+    names = [l["c"].name for l in lines if "c" in l]
+    assert "PIM_GWRITE" not in names and names[0] == "PIM_HEADER"
+    assert [l["loop"].count for l in lines if "loop" in l] == [1, 3, 4]   # head sets, tiles, GEMVs
+    assert next(l["c"] for l in lines if "c" in l).estimate == 196
