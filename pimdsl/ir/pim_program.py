@@ -114,7 +114,7 @@ class Layout:
     place: dict                   # field of PLACE_FIELDS -> Expr
     rows: Expr | None             # row indices the tensor spans in every bank (padding included)
     span: Span = field(compare=False, repr=False)
-    dims: tuple | None = None     # the tensor's extent per index (Exprs), for the coverage check
+    dims: tuple | None = field(default=None, metadata={"json": "omit_default"})   # extent per index (Exprs): the coverage check
 
 
 @dataclass(frozen=True)
