@@ -1,6 +1,6 @@
 """NeuPIMs sections 5.1 and 5.3: dual row buffers and the controller that interleaves PIM and reads.
 
-A PIM stream (K.q and s.V tiles of neupims_attention) and an NPU weight stream (sequential row
+A PIM stream (K.q and s.V tiles of the declared attention programs) and an NPU weight stream (sequential row
 reads) on one channel of specs/hardware/neupims.pim, timed by interleave.time_interleaved. With
 dual row buffers both run at once, PIM first on a tie; with a single row buffer (blocked PIM,
 the same memory with `row_buffers = single`) the reads wait for PIM.
@@ -17,7 +17,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.command_stream import Command, StreamError
 from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
 from pimdsl.interpreter.interleave import contention, sequential_reads, time_interleaved, timer_for
-from pimdsl.lowering.neupims_attention import SCORES_BANK, context_stream, score_stream
+from pimdsl.serving.neupims_costs import attention_stream, vector_banks
 
 from .conftest import ROOT, issued_commands
 from .test_dram_engine import _address
@@ -41,11 +41,16 @@ def single(dual):
 
 def _pim_work(memory):
     """8 heads of K.q over 128 tokens and 2 heads of s.V over one 512-token chunk, with GWRITEs."""
-    return [*score_stream(memory, 128, 8, 128, gwrite=True), *context_stream(memory, 512, 2, 128, gwrite=True)]
+    return [*attention_stream(memory, "attn_score", 128, 8, 128, gwrite=True),
+            *attention_stream(memory, "attn_context", 512, 2, 128, gwrite=True)]
+
+
+def score_stream(memory, kv, heads, head_dim):
+    return attention_stream(memory, "attn_score", kv, heads, head_dim)
 
 
 def _reads(memory, rows=8):
-    return list(sequential_reads(memory, rows, skip_banks=SCORES_BANK + 1))
+    return list(sequential_reads(memory, rows, skip_banks=vector_banks(memory)))
 
 
 @pytest.fixture
@@ -200,7 +205,7 @@ def test_refresh_holds_pim_off_the_banks_for_trfc(dual, single, buffers, issued)
 @pytest.mark.parametrize("buffers", ["dual", "single"])
 def test_contention_is_a_share_and_a_slowdown(dual, single, buffers):
     memory = single if buffers == "single" else dual
-    c = contention(memory, _pim_work(memory), read_rows=16)
+    c = contention(memory, _pim_work(memory), read_rows=16, skip_banks=vector_banks(memory))
     assert 0 < c.read_share <= 1
     assert c.pim_slowdown >= 1
     assert c.read_share == c.reads_alone_cycles / c.reads_shared_cycles
@@ -210,7 +215,7 @@ def test_contention_is_a_share_and_a_slowdown(dual, single, buffers):
 
 
 def test_dual_buffers_keep_more_read_bandwidth_than_blocked(dual, single):
-    shared = contention(dual, _pim_work(dual), read_rows=16)
-    blocked = contention(single, _pim_work(single), read_rows=16)
+    shared = contention(dual, _pim_work(dual), read_rows=16, skip_banks=vector_banks(dual))
+    blocked = contention(single, _pim_work(single), read_rows=16, skip_banks=vector_banks(single))
     assert shared.read_share > blocked.read_share
     assert shared.pim_slowdown <= 1.03

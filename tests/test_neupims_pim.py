@@ -6,7 +6,7 @@ import json
 import pytest
 
 from pimdsl.interpreter.command_stream import StreamError
-from pimdsl.lowering.neupims_attention import ScoreTiling, score_stream
+from pimdsl.serving.neupims_costs import attention_lets, attention_stream
 from pimdsl.validation import neupims as N
 
 from .conftest import ROOT
@@ -20,10 +20,10 @@ def memory():
 
 
 def test_tiling_from_the_spec(memory):
-    t = ScoreTiling.of(memory, seq_len=100, heads=6, head_dim=128)
+    t = attention_lets(memory, "attn_score", 100, 6, 128)
     # 32 banks per channel (2 ranks x 16), 1 KB rows of 4 heads x 128 FP16, 128 / 16 lanes = 8 COMPs
-    assert (t.tokens_per_tile, t.heads_per_row, t.comp_steps, t.tiles, t.head_sets) == (32, 4, 8, 4, 2)
-    kinds = [c.name for c in score_stream(memory, 100, 6, 128)]
+    assert (t["units"], t["per_row"], t["steps"], t["tiles"], t["head_sets"]) == (32, 4, 8, 4, 2)
+    kinds = [c.name for c in attention_stream(memory, "attn_score", 100, 6, 128)]
     assert kinds.count("PIM_HEADER") == 8 and kinds.count("PIM_GEMV") == 4 * (4 + 2)
     assert kinds.count("PIM_ACT") == 8 * 8 and kinds.count("PIM_PRECHARGE") == 32 * 8
 

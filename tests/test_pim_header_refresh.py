@@ -1,7 +1,7 @@
 """PIM_HEADER lets the controller fit a NeuPIMs tile between two refreshes (NeuPIMs section 5.2).
 
-Each tile's PIM_HEADER carries the tile's estimated cycles (`estimate`, from the spec: one tile
-timed alone). With blocking refresh, a refresh that would fall due within the estimate is taken
+Each tile's PIM_HEADER carries the tile's estimated cycles (`estimate`: the generic expander
+times the rest of the header's loop body, one tile, alone by the spec's rules). With blocking refresh, a refresh that would fall due within the estimate is taken
 before the header, so no REF ever lands between a tile's header and its last PIM_PRECHARGE; a
 header without the estimate lets refreshes cut tiles. With no refresh the estimate changes
 nothing, and fast structured timing still equals exact timing.
@@ -14,9 +14,9 @@ import pytest
 
 from pimdsl.interpreter.command_stream import Command, CommandTimer, StreamError
 from pimdsl.interpreter.stream_timer import StreamTimer
-from pimdsl.lowering.neupims_attention import (ContextTiling, ScoreTiling, context_stream, context_tile,
-                                               score_stream, score_tile, tile_estimate)
-from pimdsl.lowering.stream import Loop, check_uniform
+from pimdsl.lowering.pim_program import expand
+from pimdsl.lowering.stream import Loop, check_uniform, unroll
+from pimdsl.serving.neupims_costs import attention_shape, attention_stream
 from pimdsl.validation import neupims as N
 
 
@@ -58,9 +58,17 @@ STREAMS = [("score", 64 * 32, 4, 128), ("score", 200 * 32, 6, 128), ("score", 90
            ("context", 2048, 4, 128), ("context", 4000, 3, 128), ("context", 8800, 2, 80)]
 
 
-def stream(memory, which, seq_len, heads, head_dim, **kw):
-    lower = score_stream if which == "score" else context_stream
-    return lower(memory, seq_len, heads, head_dim, **kw)
+def stream(memory, which, seq_len, heads, head_dim, gwrite=False):
+    return attention_stream(memory, f"attn_{which}", seq_len, heads, head_dim, gwrite)
+
+
+def score_stream(memory, seq_len, heads, head_dim):
+    return stream(memory, "score", seq_len, heads, head_dim)
+
+
+def tile_estimate(memory, heads, head_dim=128, which="score", seq_len=32):
+    """The estimate of the first header of a stream: one tile of that shape."""
+    return next(c.estimate for c in stream(memory, which, seq_len, heads, head_dim) if c.name == "PIM_HEADER")
 
 
 # (a) blocking refresh never cuts a tile; without the header's estimate it does -----------------
@@ -99,19 +107,23 @@ def test_the_header_check_costs_only_the_refresh(memory):
     for r in refs:
         before = max(h for h in headers if h < r)
         after = min(h for h in headers if h > r)
-        assert after - before == tile_estimate(memory, 4, 8) + timing["tRP"] + timing["tRFC"]
+        assert after - before == tile_estimate(memory, 4) + timing["tRP"] + timing["tRFC"]
     assert all(r < (n + 1) * timing["tREFI"] + timing["tRP"] for n, r in enumerate(refs))
 
 
 def test_the_estimate_comes_from_the_spec(memory):
     # [REFDATA] pim README Sec. 2 cold start: PIM_HEADER at 111, last of the 32 PIM_PRECHARGEs at 307
-    assert tile_estimate(memory, 4, 8) == 307 - 111
+    assert tile_estimate(memory, 4) == 307 - 111
     strict = N.neupims_memory("neupims_pim_strict")              # the precharge waits tGEMV more
-    assert tile_estimate(strict, 4, 8) == 307 - 111 + 18
+    assert tile_estimate(strict, 4) == 307 - 111 + 18
     headers = [c for c in score_stream(memory, 100, 6, 128) if c.name == "PIM_HEADER"]
-    assert [c.estimate for c in headers] == [196] * 4 + [tile_estimate(memory, 2, 8)] * 4
-    header = next(c for c in context_stream(memory, 1100, 2, 80) if c.name == "PIM_HEADER")
-    assert header.estimate == tile_estimate(memory, 1, ContextTiling.of(memory, 1100, 2, 80).comp_steps)
+    assert [c.estimate for c in headers] == [196] * 4 + [tile_estimate(memory, 2)] * 4
+    assert tile_estimate(memory, 2) < 196                     # the short head set's tile: 2 GEMVs
+    # an s.V tile's header: its own tile's cycles, header to last precharge, timed alone
+    commands = list(stream(memory, "context", 1100, 2, 80))
+    tile = commands[:next(i for i, c in enumerate(commands[1:], 1) if c.name == "PIM_HEADER")]
+    cycles = timer(memory, "none").run(tile)
+    assert tile[0].estimate == cycles[-1] - cycles[0] > 0
 
 
 def test_only_a_command_that_declares_an_estimate_may_carry_one(memory):
@@ -134,13 +146,15 @@ def test_no_refresh_timing_is_unchanged(memory):
 
 # (c) fast == exact on NeuPIMs tiles with blocking refresh ----------------------------------------
 def score_loop(memory, seq_len, heads, head_dim):
-    t = ScoreTiling.of(memory, seq_len, heads, head_dim)
-    return Loop(t.tiles, lambda i: list(score_tile(memory, t, 0, i, min(heads, t.heads_per_row))), "tile")
+    """The program's own loop over the tiles of the first head set."""
+    items = expand(memory, memory.pim.program("attn_score"), attention_shape(seq_len, heads, head_dim))
+    return next(i for i in items[0].body(0) if isinstance(i, Loop) and i.count > 1)
 
 
 def context_loop(memory, seq_len, heads, head_dim):
-    t = ContextTiling.of(memory, seq_len, heads, head_dim)
-    return Loop(t.tiles, lambda i: list(context_tile(memory, t, 0, 0, i)), "tile")
+    """The program's whole stream: loops over heads, chunks and dimension tiles."""
+    items = expand(memory, memory.pim.program("attn_context"), attention_shape(seq_len, heads, head_dim))
+    return items[0]
 
 
 @pytest.mark.parametrize("make,seq_len", [(score_loop, 64 * 32), (score_loop, 301 * 32),

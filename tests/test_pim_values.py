@@ -1,7 +1,7 @@
-"""Values through the PIM commands equal numpy, for both command families, on random shapes.
+"""Values through the HBM-PIM commands equal numpy on random shapes (the NeuPIMs attention
+programs' values are tests/test_attention_programs.py).
 
-Exact against numpy in the executor's accumulation order (the docstrings of pim_values and
-neupims_values), and within the datatype's tolerance against a float64 product: so a misplaced
+Exact against numpy in the executor's accumulation order (the docstring of pim_values), and within the datatype's tolerance against a float64 product: so a misplaced
 weight, a wrong register or a skipped tile fails, while rounding differences of the order do not
 hide them.
 """
@@ -16,21 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import neupims_values as NV
 from pimdsl.interpreter import pim_values as PV
 from pimdsl.interpreter import program_values as PVX
 from pimdsl.interpreter.program_values import run_gemv
 from pimdsl.lowering.pim_program import expand
 from pimdsl.lowering.stream import unroll
-from pimdsl.lowering.neupims_attention import score_stream
-from pimdsl.validation import neupims as N
 
 from .conftest import ROOT
-
-
-@pytest.fixture(scope="module")
-def neupims():
-    return N.neupims_memory()
 
 
 @pytest.fixture(scope="module")
@@ -73,22 +65,3 @@ def test_a_misplaced_weight_is_caught(aquabolt_2ch):
     for cmd in unroll(expand(aquabolt_2ch, program, shape, 0, values=True)):
         ex.execute(cmd)
     assert not np.allclose(ex.y[:32], w[:32].astype(np.float64) @ x.astype(np.float64), atol=1e-2)
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seq=st.integers(1, 100), heads=st.integers(1, 9), head_dim=st.sampled_from([64, 128]),
-       seed=st.integers(0, 2**32 - 1))
-def test_neupims_scores_equal_numpy(neupims, seq, heads, head_dim, seed):
-    rng = np.random.default_rng(seed)
-    keys = rng.uniform(-1, 1, (seq, heads, head_dim)).astype(np.float16)
-    q = rng.uniform(-1, 1, (heads, head_dim)).astype(np.float16)
-    banks = PV.Banks(neupims, "fp16")
-    NV.place_keys(neupims, banks, keys)
-    NV.place_query(neupims, banks, q)
-    ex = NV.NeuPimsExecutor(neupims, banks, head_dim)
-    for cmd in score_stream(neupims, seq, heads, head_dim, gwrite=True):
-        ex.execute(cmd)
-    scores = NV.gather_scores(neupims, ex, seq, heads, head_dim)
-    assert np.array_equal(scores, NV.neupims_scores_reference(keys, q, neupims.pim.lanes))
-    exact = np.einsum("thd,hd->ht", keys.astype(np.float64), q.astype(np.float64))
-    assert np.allclose(scores.astype(np.float64), exact, rtol=2e-3, atol=2e-3 * np.sqrt(head_dim))

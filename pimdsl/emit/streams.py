@@ -58,6 +58,8 @@ def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator
     def walk(items, depth):
         for item in items:
             if isinstance(item, Loop):
+                if item.count <= 0:           # runs nothing (e.g. a program's `for g[flag]` with flag 0)
+                    continue
                 if item.period > 1:           # iterations differ in shape (places): list each
                     for i in range(item.count):
                         yield from walk(item.body(i), depth)

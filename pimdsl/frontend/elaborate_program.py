@@ -17,7 +17,7 @@ from .diagnostics import Diagnostics, did_you_mean
 from .nodes import Node
 from .syntax import Assign, BinOp, Block, Call, Issue, Let, Neg, Num, Ref
 
-STATE_BUILTINS = ("row", "global_buffer")
+STATE_BUILTINS = ("row", "global_buffer", "host")   # host: where a dot returns its results
 
 
 class _Skip(Exception):
@@ -61,6 +61,10 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
             "store": (c.writes == ("row",) and len([s for s in c.reads if s in files]) == 1,
                       "reads one register file and writes [row]"),
             "readback": (c.reads == ("row",) and c.scope == "bank", "reads [row] at scope bank"),
+            "copy": (c.reads == ("row",) and len(buffers) == 1, "reads [row] and writes one register file or "
+                     "global_buffer"),
+            "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
+                    "reads [row, <source>] and writes [host]"),
         }[c.effect]
         if not need[0]:
             diags.error(f"command {c.name} has effect {c.effect}, which needs a command that {need[1]}",
@@ -165,10 +169,21 @@ class _Program:
                                      stmt.span, "write e.g. `indices = [o, i];`")
                     raise _Skip
                 indices = tuple(i.parts[0] for i in items)
+        dims = None
         for stmt in block.body:
             if isinstance(stmt, Assign) and stmt.name == "rows":
                 try:
                     rows = self.expr(stmt.expr, scope)
+                except _Skip:
+                    pass
+            elif isinstance(stmt, Assign) and stmt.name == "dims":
+                items = getattr(stmt.expr, "items", None)
+                if items is None or len(items) != len(indices):
+                    self.diags.error(f"`dims` gives one extent per index ({len(indices)})", stmt.span,
+                                     "write e.g. `dims = [kv, heads, head_dim];`")
+                    continue
+                try:
+                    dims = tuple(self.expr(i, scope) for i in items)
                 except _Skip:
                     pass
             elif isinstance(stmt, Assign) and stmt.name in P.PLACE_FIELDS:
@@ -179,14 +194,14 @@ class _Program:
             elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
                 name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
                 self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
-                                 did_you_mean(name, ("indices", "rows") + P.PLACE_FIELDS, "layout fields"))
+                                 did_you_mean(name, ("indices", "rows", "dims") + P.PLACE_FIELDS, "layout fields"))
         if not indices:
             self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
         missing = [f for f in ("row", "column", "lane") if f not in place]
         if missing:
             self.diags.error(f"layout {block.name} does not say the {', '.join(missing)} of an element", block.span,
                              "a layout gives row, column (burst) and lane, and optionally channel, rank and bank")
-        return P.Layout(block.name or "?", indices, place, rows, block.span)
+        return P.Layout(block.name or "?", indices, place, rows, block.span, dims)
 
     # ---- expressions ----------------------------------------------------------
     def expr(self, e, scope: set) -> P.Expr:

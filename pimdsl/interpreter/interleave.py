@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 from ..ir.hardware import Memory
-from ..lowering.neupims_attention import SCORES_BANK
 from .command_stream import Command, CommandTimer
 
 
@@ -92,12 +91,12 @@ class Contention:
         return self.reads_alone_cycles / self.reads_shared_cycles
 
 
-def contention(memory: Memory, pim: list[Command], read_rows: int) -> Contention:
+def contention(memory: Memory, pim: list[Command], read_rows: int, skip_banks: int = 0) -> Contention:
     """Run `pim` alone, `read_rows` sequential row reads alone, then both together. The reads
-    keep off the banks whose MEM rows the PIM stream's GWRITEs read (the query in bank 0, the
-    scores in bank SCORES_BANK: neupims_attention), as the vectors are the PIM stream's own."""
+    keep off banks 0 .. skip_banks - 1, whose MEM rows hold the vectors the PIM stream copies in
+    (as its program's layouts say), as the vectors are the PIM stream's own."""
     pim_alone = timer_for(memory).run(pim)
-    reads = list(sequential_reads(memory, read_rows, skip_banks=SCORES_BANK + 1))
+    reads = list(sequential_reads(memory, read_rows, skip_banks=skip_banks))
     reads_alone = timer_for(memory).run(reads)
     pim_shared, reads_shared = time_interleaved(memory, pim, reads)
     return Contention(max(pim_alone), max(pim_shared), max(reads_alone), max(reads_shared))

@@ -15,6 +15,13 @@ of every pair), by its declared effect:
   store     per bank: row burst `column` = acc[acc]; the accumulator entry is cleared
   readback  the host adds the burst's lanes in float32, lane 0 first, into output `output`
             (outputs past the op's end, padding, are dropped)
+  copy      the open row's SIMD words into the buffer's entries from `reg` on (as many as fit)
+  dot       per bank: `k` SIMD words of the row from word `src` dotted with entries `src`.. of the
+            source: each word's `lanes` products and their adder tree in float32, words added in
+            float32, the result rounded to the datatype; the host adds it in float32 into output
+            `output + stride x` the bank's index in the channel (rank x banks + bank)
+
+A command of scope `channel` acts on the banks of every rank of its channel.
 
 Commands of effect `none` (activations, precharges, mode changes) change no
 values; the timer checks that rows are open where the program reads them.
@@ -62,22 +69,36 @@ class ProgramExecutor:
             self.state[key] = np.zeros((count, self.lanes), dtype=self.dt)
         return self.state[key]
 
-    def _banks(self, decl, c: Command) -> list[int]:
+    def _banks(self, decl, c: Command) -> list[tuple[int, int]]:
+        """(rank, flat bank within the rank) of every bank the command acts on."""
         bpg, per_rank = self.org.banks_per_group, self.org.banks_per_rank
         flat = c.bank_group * bpg + c.bank
-        return {"bank": [flat], "bank_pair": [flat - flat % 2, flat - flat % 2 + 1],
-                "parity_banks": list(range(flat % 2, per_rank, 2)),
-                "bank_group": list(range(c.bank_group * bpg, (c.bank_group + 1) * bpg))}.get(
-            decl.scope, list(range(per_rank)))
+        if decl.scope == "channel":
+            return [(r, b) for r in range(self.org.ranks) for b in range(per_rank)]
+        return [(c.rank, b) for b in {"bank": [flat], "bank_pair": [flat - flat % 2, flat - flat % 2 + 1],
+                                      "parity_banks": list(range(flat % 2, per_rank, 2)),
+                                      "bank_group": list(range(c.bank_group * bpg, (c.bank_group + 1) * bpg))}
+                .get(decl.scope, range(per_rank))]
 
     def execute(self, c: Command) -> None:
         name = c.data.get("command", c.name) if isinstance(c.data, dict) else c.name
         decl = self.decls.get(name)
         if decl is None or decl.effect == "none":
             return
-        a, rows = c.data, self.bank_rows(c.channel, c.pseudo_channel, c.rank)
+        a = c.data
+        targets = self._banks(decl, c)
+        if decl.effect == "dot":
+            return self._dot(decl, c, targets)
+        if decl.effect == "copy":
+            words = self.bank_rows(c.channel, c.pseudo_channel, c.rank).row(targets[0][1], c.row).reshape(-1, self.lanes)
+            target = next(s for s in decl.writes if s != "row")
+            entries = self.entries(target, (c.channel, c.pseudo_channel, c.rank, self.unit_of(targets[0][1], self.org.banks_per_group)))
+            n = min(len(words), len(entries) - a["reg"])
+            entries[a["reg"]:a["reg"] + n] = words[:n]
+            return
+        rows = self.bank_rows(c.channel, c.pseudo_channel, c.rank)
         where = (c.channel, c.pseudo_channel, c.rank)
-        banks = self._banks(decl, c)
+        banks = [b for _, b in targets]
         units = lambda b: (*where, self.unit_of(b, self.org.banks_per_group))
         if decl.effect == "load":
             start = a["input"]
@@ -109,6 +130,34 @@ class ProgramExecutor:
                     total = np.float32(total + v)
                 self.y[out] = np.float32(self.y[out] + total)
 
+    def _dot(self, decl, c: Command, targets: list[tuple[int, int]]) -> None:
+        a, lanes = c.data, self.lanes
+        src = next(s for s in decl.reads if s != "row")
+        words = slice(a["src"] * lanes, (a["src"] + a["k"]) * lanes)
+        rows = np.stack([self.bank_rows(c.channel, c.pseudo_channel, r).row(b, c.row).reshape(-1)[words]
+                         for r, b in targets])
+        vector = np.stack([self.entries(src, (c.channel, c.pseudo_channel, r, self.unit_of(b, self.org.banks_per_group)))
+                           [a["src"]:a["src"] + a["k"]].reshape(-1) for r, b in targets])
+        results = adder_tree_dot(rows, vector, lanes).astype(self.dt)
+        for (r, b), value in zip(targets, results):
+            out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b)
+            if 0 <= out < len(self.y):
+                self.y[out] = np.float32(self.y[out] + np.float32(value))
+
+
+def adder_tree_dot(a: np.ndarray, b: np.ndarray, lanes: int) -> np.ndarray:
+    """Dot products along the last axis (operands broadcast) as a `dot` computes them, in float32:
+    per SIMD word the `lanes` products summed pairwise (an adder tree), words added in order."""
+    acc = np.zeros(np.broadcast_shapes(a.shape, b.shape)[:-1], dtype=np.float32)
+    for start in range(0, a.shape[-1], lanes):
+        level = (a[..., start:start + lanes].astype(np.float32) * b[..., start:start + lanes].astype(np.float32))
+        while level.shape[-1] > 1:
+            if level.shape[-1] % 2:
+                level = np.concatenate([level, np.zeros(level.shape[:-1] + (1,), np.float32)], axis=-1)
+            level = (level[..., 0::2] + level[..., 1::2]).astype(np.float32)
+        acc = (acc + level[..., 0]).astype(np.float32)
+    return acc
+
 
 
 def place(ex: ProgramExecutor, program: PimProgram, shape: dict, tensor: str, w: np.ndarray,
@@ -126,12 +175,20 @@ def place(ex: ProgramExecutor, program: PimProgram, shape: dict, tensor: str, w:
         rows.row(int(at["bank"][i]), int(at["row"][i]))[at["column"][i], at["lane"][i]] = values[i]
 
 
-def run_gemv(memory: Memory, program: PimProgram, w: np.ndarray, x: np.ndarray, first_row: int = 0) -> np.ndarray:
-    """y = W x through the program's commands on every channel: the values the host reads back."""
-    shape = {"n": w.shape[0], "k": w.shape[1], "m": 1}
-    ex = ProgramExecutor(memory, x, w.shape[0])
-    place(ex, program, shape, "weight", w, first_row)
-    for channel in range(memory.organization.channels):
-        for c in unroll(expand(memory, program, shape, channel, first_row, values=True)):
+def run(memory: Memory, program: PimProgram, shape: dict, tensors: dict[str, np.ndarray], outputs: int,
+        x: np.ndarray | None = None, first_row: int = 0, channels: int | None = None,
+        params: dict | None = None) -> np.ndarray:
+    """Place each tensor by the program's layout, run the program's commands on the first
+    `channels` channels (all by default) and return the outputs the host collected."""
+    ex = ProgramExecutor(memory, x, outputs)
+    for name, value in tensors.items():
+        place(ex, program, shape, name, value, first_row)
+    for channel in range(memory.organization.channels if channels is None else channels):
+        for c in unroll(expand(memory, program, shape, channel, first_row, values=True, params=params)):
             ex.execute(c)
     return ex.y
+
+
+def run_gemv(memory: Memory, program: PimProgram, w: np.ndarray, x: np.ndarray, first_row: int = 0) -> np.ndarray:
+    """y = W x through the program's commands on every channel: the values the host reads back."""
+    return run(memory, program, {"n": w.shape[0], "k": w.shape[1], "m": 1}, {"weight": w}, w.shape[0], x, first_row)

@@ -143,6 +143,7 @@ class Layout:
     place: dict                   # field of PLACE_FIELDS -> Expr
     rows: Expr | None             # row indices the tensor spans in every bank (padding included)
     span: Span = field(compare=False, repr=False)
+    dims: tuple | None = field(default=None, metadata={"json": "omit_default"})   # extent per index (Exprs): the coverage check
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,11 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   mac       reads = [row, <source>], writes = [<accumulators>]; src, acc = entries
 #   store     reads = [<accumulators>], writes = [row]; acc = entry (cleared)
 #   readback  reads = [row], scope = bank; output = output element of the burst's lane sum
+#   copy      reads = [row], writes = [<buffer or register file>]; the row's SIMD words from entry reg
+#   dot       reads = [row, <source>], writes = [host]; per bank, k SIMD words of the row from word src
+#             dotted with entries src.. of the source, returned to output + stride x (the bank's index)
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
-           "readback": ("output",)}
+           "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride")}
 
 # The shape names of each op class a program may be written for.
 OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
@@ -178,4 +182,4 @@ OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
 
 # Constants every program may read (values from the memory the unit joins, see lowering/pim_program).
 CONSTANTS = ("channels", "pseudo_channels", "ranks", "bank_groups", "banks_per_group", "banks", "rows",
-             "bursts", "lanes", "global_buffer", "first_row", "channel")
+             "bursts", "words", "lanes", "global_buffer", "first_row", "channel")

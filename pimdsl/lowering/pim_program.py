@@ -16,6 +16,14 @@ channel, rank, bank) or a nested loop's trip count reads it, directly or
 through a let; then the period is the whole trip count (timed exactly),
 else 1 (the fast timer extrapolates the steady state).
 
+A command whose declaration lists an `estimate` argument announces the work
+it heads (interpreter/command_stream): the expander gives it the cycles from
+it to the end of its enclosing body, that stretch timed alone by the spec's
+rules (fresh timer, no refresh), once per command shape.
+
+A program's top-level `let`s are its parameters: `expand(..., params=)` sets
+any of them by name instead of its declared expression.
+
 `check(...)` evaluates every issue of the program at the first and last
 iteration of each loop and reports an index outside the declared state (a
 tile that does not fit a register file, the global buffer, a row or the
@@ -24,13 +32,18 @@ tensor inside the memory and no two at the same place.
 """
 from __future__ import annotations
 
+import dataclasses
+import weakref
+from typing import Iterator
+
 import numpy as np
 
-from ..interpreter.command_stream import Command
+from ..interpreter.command_stream import ESTIMATE_ARG, Command, CommandTimer
 from ..ir.hardware import Memory
-from ..ir.pim_program import (PLACE_ARGS, For, Issue, Let, PimProgram, ProgramError, evaluate,
+from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, evaluate,
                               names_in)
-from .stream import Item, Loop
+from ..ir.workload import DTYPE_BYTES
+from .stream import Item, Loop, unroll
 
 
 def constants(memory: Memory) -> dict[str, int]:
@@ -39,25 +52,31 @@ def constants(memory: Memory) -> dict[str, int]:
     out = {"channels": org.channels, "pseudo_channels": org.pseudo_channels, "ranks": org.ranks,
            "bank_groups": org.bank_groups, "banks_per_group": org.banks_per_group,
            "banks": org.banks_per_rank, "rows": org.rows, "bursts": org.bursts_per_row,
-           "lanes": pim.lanes, "global_buffer": pim.global_buffer_bytes // word}
+           "words": org.row_bytes // word, "lanes": pim.lanes, "global_buffer": pim.global_buffer_bytes // word}
     out.update({rf.name: rf.count for rf in pim.register_files})
     return out
 
 
-def environment(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0) -> dict:
+def environment(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
+                params: dict | None = None) -> dict:
     env = {**constants(memory), **{k: int(v) for k, v in shape.items()}, "channel": channel, "first_row": first_row}
+    params = params or {}
+    unknown = set(params) - {let.name for let in program.lets}
+    if unknown:
+        raise ProgramError(f"program {program.op_class} has no parameter {', '.join(sorted(unknown))}",
+                           program.span, f"its top-level lets: {', '.join(l.name for l in program.lets)}")
     for let in program.lets:
-        env[let.name] = evaluate(let.expr, env)
+        env[let.name] = int(params[let.name]) if let.name in params else evaluate(let.expr, env)
     return env
 
 
 def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
-           op: str = "", values: bool = False) -> list[Item]:
+           op: str = "", values: bool = False, params: dict | None = None) -> list[Item]:
     """One channel's stream of `program` for an op of `shape`. With `values`, each command's
-    `data` holds its effect arguments (reg, input, src, acc, output) for the values executor."""
+    `data` holds its effect arguments (reg, input, src, acc, output, ...) for the values executor."""
     decls = {c.name: c for c in memory.pim.commands}
     org = memory.organization
-    env = environment(memory, program, shape, channel, first_row)
+    env = environment(memory, program, shape, channel, first_row, params)
 
     def command(stmt: Issue, env: dict) -> Command:
         a = {name: evaluate(e, env) for name, e in stmt.args}
@@ -84,6 +103,9 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
                 out.append(command(stmt, env))
             else:
                 out.append(loop(stmt, env))
+        for i, c in enumerate(out):
+            if isinstance(c, Command) and ESTIMATE_ARG in getattr(decls.get(c.name), "args", ()):
+                out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
         return out
 
     def loop(stmt: For, env: dict) -> Loop:
@@ -92,6 +114,25 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
         return Loop(count, lambda i: items(stmt.body, {**env, stmt.var: i}), stmt.var, period, op)
 
     return items(program.body, env)
+
+
+_ESTIMATES: dict[int, tuple[weakref.ref, dict]] = {}      # id(memory) -> (memory, shape -> cycles)
+
+
+def estimate(memory: Memory, items: list[Item]) -> int:
+    """Cycles from the first command of `items` to their last, timed alone (fresh timer, no
+    refresh); what an announcing command says of the work it heads. Cached per command shape."""
+    commands = list(unroll(items))
+    key = tuple((c.name, c.pseudo_channel, c.rank, c.bank_group, c.bank) for c in commands)
+    entry = _ESTIMATES.get(id(memory))
+    if entry is None or entry[0]() is not memory:
+        entry = _ESTIMATES[id(memory)] = (weakref.ref(memory), {})
+    if key not in entry[1]:
+        pim = memory.pim
+        issued = CommandTimer(memory, pim.commands, pim.rules, pim.windows).run(
+            [dataclasses.replace(c, channel=0, estimate=0) for c in commands])
+        entry[1][key] = issued[-1] - issued[0]
+    return entry[1][key]
 
 
 def _shape_depends(body: tuple, tainted: set[str]) -> bool:
@@ -107,6 +148,25 @@ def _shape_depends(body: tuple, tainted: set[str]) -> bool:
         elif names_in(stmt.count) & tainted or _shape_depends(stmt.body, tainted):
             return True
     return False
+
+
+def op_stream(memory: Memory, op_class: str, shape: dict, channel: int = 0, first_row: int = 0,
+              params: dict | None = None) -> Iterator[Command]:
+    """Every command, in order, of the unit's program for `op_class` on one channel."""
+    program = memory.pim.program(op_class) if memory.pim is not None else None
+    if program is None:
+        raise ProgramError(f"memory '{memory.name}' has no PIM program for {op_class}")
+    return unroll(expand(memory, program, shape, channel, first_row, params=params))
+
+
+def place_of(memory: Memory, program: PimProgram, shape: dict, tensor: str, index: tuple[int, ...],
+             first_row: int = 0) -> dict[str, int]:
+    """Where the program's layout of `tensor` puts one element: channel, ..., row, column, lane."""
+    layout = program.layout(tensor)
+    if layout is None:
+        raise ProgramError(f"program {program.op_class} lays out no tensor '{tensor}'", program.span)
+    env = {**environment(memory, program, shape, 0, first_row), **dict(zip(layout.indices, index))}
+    return {f: int(evaluate(layout.place[f], env)) if f in layout.place else 0 for f in PLACE_FIELDS}
 
 
 def tensor_rows(memory: Memory, program: PimProgram, shape: dict, tensor: str) -> int | None:
@@ -154,8 +214,11 @@ def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError
             src = [s for s in decl.reads if s != "row"]
             dst = [s for s in decl.writes if s != "row"]
             state = {"reg": dst[:1], "src": src[:1], "acc": (dst if decl.effect == "mac" else src)[:1]}
+        values = {name: evaluate(e, env) for name, e in stmt.args}
+        if decl is not None and decl.effect == "dot" and state["src"]:
+            values = {**values, "src": values.get("src", 0) + values.get("k", 1) - 1}   # the last entry read
         for name, e in stmt.args:
-            value = evaluate(e, env)
+            value = values[name]
             limit, what = limits.get(name), name
             if name in state and state[name]:
                 limit, what = state_size(state[name][0]), f"{state[name][0]} entry"
@@ -185,7 +248,7 @@ def layout_problem(memory: Memory, program: PimProgram, shape: dict, tensor: str
         axes = [np.unique(np.concatenate([a[:edges], a[-edges:]])) for a in axes]
     grids = np.meshgrid(*axes, indexing="ij")
     env.update(dict(zip(layout.indices, grids)))
-    limits = {"channel": org.channels, **bounds(memory), "lane": memory.pim.lanes}
+    limits = {"channel": org.channels, **bounds(memory), "lane": org.access_bytes // DTYPE_BYTES[memory.pim.dtype]}
     place = {}
     for name, limit in limits.items():
         e = layout.place.get(name)

@@ -16,8 +16,6 @@ them for every token at the platform's uncached read rate; a swizzled copy
 """
 from __future__ import annotations
 
-
-from ..lowering import neupims_attention as neupims
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
 from ..lowering.samsung_pim_gemv import gemv_program
@@ -74,9 +72,4 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
         m = s.get("m", 1)
         stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
         key = (fam, s["n"], s["k"], m)
-    else:                                   # NeuPIMs attention: heads of all requests, one channel's keys
-        lower = neupims.score_stream if op.kind == "attn_score" else neupims.context_stream
-        heads = s["heads"] * s.get("requests", 1)
-        stream = lambda ch: lower(memory, s["kv"], heads, s["head_dim"], ch)
-        key = (fam, op.kind, s["kv"], heads, s["head_dim"])
     return PimWork(name, memory.name, fam, stream, key)

@@ -12,30 +12,25 @@ A unit that declares PIM programs (LANGUAGE.md, PIM programs) gets family
 without one runs the GEMV program once per token), its `tiling` the op's
 shape, and every problem of every op (no program for the class, a layout
 that does not cover the weight, a tile outside the declared state) is
-reported at once. Units without programs keep the built-in families,
-
-
-  neupims   a command uses a PIM row buffer (dual row buffers): attention
-            K.q and s.V over the KV cache (NeuPIMs section 5.2)
-  samsung   named commands, a MAC read among them (LPDDR5X-PIM): GEMV
+reported at once. A unit without programs keeps the one built-in family,
+`samsung` (named commands, a MAC read among them: GEMV), until its last users
+(the swizzled-copy model and its values executor) move to declared layouts.
 """
 from __future__ import annotations
 
+import math
 import weakref
 
 from ..ir.hardware import PimUnit
-from ..lowering.neupims_attention import ScoreTiling
 from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
-from ..ir.pim_program import OP_SHAPES, ProgramError
-from ..lowering.pim_program import check, layout_problem
+from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
+from ..lowering.pim_program import check, environment, layout_problem
 from .program import CompileError, Program
 
-FAMILY_KINDS = {"samsung": ("gemv", "gemm"), "neupims": ("attn_score", "attn_context")}
+FAMILY_KINDS = {"samsung": ("gemv", "gemm")}
 
 
 def family(pim: PimUnit) -> str:
-    if any(c.row_buffer == "pim" for c in pim.commands):
-        return "neupims"
     if not pim.commands:
         raise CompileError(f"PIM unit '{pim.name}' declares neither commands nor programs", pim.span,
                            "declare its commands and a `program gemv { ... }` (LANGUAGE.md, PIM programs)")
@@ -124,28 +119,31 @@ def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set
 def _problems(memory, declared, op, name: str) -> list[CompileError]:
     shape = dict(op.shape)
     out = [CompileError(f"op {name}: {p.message}", p.span or declared.span, p.hint) for p in check(memory, declared, shape)]
-    if declared.layout("weight") is not None and op.weight and "n" in shape and "k" in shape:
+    for layout in declared.layouts:
         try:
-            why = _layout_problem(memory, declared, shape)
+            if layout.dims is not None:     # the layout says its tensor's extent
+                env = environment(memory, declared, shape)
+                dims = tuple(int(evaluate(d, env)) for d in layout.dims)
+            elif layout.tensor == "weight" and op.weight and "n" in shape and "k" in shape:
+                dims = (shape["n"], shape["k"])
+            else:
+                continue
+            why = _layout_problem(memory, declared, shape, layout.tensor, dims)
         except ProgramError as exc:
             why = exc.message
         if why:
-            out.append(CompileError(f"op {name}: the layout does not cover its {shape['n']} x {shape['k']} weight: "
-                                    f"{why}", declared.layout("weight").span,
+            out.append(CompileError(f"op {name}: the layout does not cover its {' x '.join(map(str, dims))} "
+                                    f"{layout.tensor}: {why}", layout.span,
                                     "every element needs its own place inside the memory's channels, banks, "
                                     "rows, bursts and lanes"))
     return out
 
 
-def _layout_problem(memory, declared, shape) -> str | None:
-    n, k = shape["n"], shape["k"]
-    if n * k <= EXHAUSTIVE_ELEMENTS:
-        return layout_problem(memory, declared, shape, "weight", (n, k))
-    return layout_problem(memory, declared, shape, "weight", (n, k), edges=64)
+def _layout_problem(memory, declared, shape, tensor: str, dims: tuple[int, ...]) -> str | None:
+    if math.prod(dims) <= EXHAUSTIVE_ELEMENTS:
+        return layout_problem(memory, declared, shape, tensor, dims)
+    return layout_problem(memory, declared, shape, tensor, dims, edges=64)
 
 
 def _tiling(fam, memory, op):
-    s = op.shape
-    if fam == "samsung":
-        return GemvLayout.of(memory, s["n"], s["k"])
-    return ScoreTiling.of(memory, s["kv"], s["heads"], s["head_dim"])
+    return GemvLayout.of(memory, op.shape["n"], op.shape["k"])

@@ -23,7 +23,7 @@ Item = tuple[Hashable, int]   # (key, seq_len)
 # A latency in any one unit (cycles or seconds), or a function of (kind, seq_len) giving it:
 # kind is "score" (Key^T x Query, Algorithm 1 lines 2-4) or "attend" (Logits x Value, lines
 # 5-7). A function lets a timed tile differ between the two GEMVs (their PIM_GEMVs run different
-# numbers of dot-product steps, see pimdsl/lowering/neupims_attention.py) and with the length.
+# numbers of dot-product steps: programs attn_score and attn_context of specs/pim/neupims_pim.pim) and with the length.
 Latency = float | Callable[[str, int], float]
 
 

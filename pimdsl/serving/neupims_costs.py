@@ -44,12 +44,57 @@ from ..interpreter.host_models import kernel_time, transfer_time
 from ..interpreter.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
-from ..lowering.neupims_attention import (ContextTiling, ScoreTiling, context_stream, score_stream,
-                                          scores_writeback)
+from ..interpreter.command_stream import Command
+from ..lowering.pim_program import environment, op_stream, place_of
 from ..graph.parallel import device_model, parallelism
 from ..lowering.records import Kernel
 from ..passes.program import CompileError
 from .neupims_algorithms import mha_tile_counts
+
+
+# ---- the attention streams, from the unit's declared programs (attn_score, attn_context) ----------
+def attention_shape(kv: int, heads: int, head_dim: int) -> dict:
+    return {"kv": kv, "heads": heads, "head_dim": head_dim, "requests": 1}
+
+
+def attention_stream(memory: Memory, op_class: str, kv: int, heads: int, head_dim: int, gwrite: bool = False,
+                     channel: int = 0, first_row: int = 0):
+    """One channel's K.q (`attn_score`) or s.V (`attn_context`) commands; with `gwrite`, each vector
+    is copied into the global buffer first (the programs' `vectors` parameter)."""
+    return op_stream(memory, op_class, attention_shape(kv, heads, head_dim), channel, first_row,
+                     {"vectors": int(gwrite)})
+
+
+def attention_lets(memory: Memory, op_class: str, kv: int, heads: int, head_dim: int) -> dict:
+    """The names of the program for one shape: its tiles, chunks, heads per row, ..."""
+    return environment(memory, memory.pim.program(op_class), attention_shape(kv, heads, head_dim))
+
+
+def scores_writeback(memory: Memory, kv: int, heads: int, head_dim: int, channel: int = 0):
+    """The NPU's ordinary writes of the softmax scores that s.V's GWRITEs then read: per head and
+    chunk of tokens one whole row of the declared `scores` layout, opened, written column by
+    column and closed (the authors' simulator MOVOUTs each head's scores between K.q and s.V:
+    [NEUPIMS_SIM] src/operations/NeuPIMSLogitSoftmax.cc). With dual row buffers these run through
+    the MEM row buffers beside PIM work; a channel-blocked controller runs them between the GEMVs."""
+    program, shape = memory.pim.program("attn_context"), attention_shape(kv, heads, head_dim)
+    org, per_row = memory.organization, attention_lets(memory, "attn_context", kv, heads, head_dim)["per_row"]
+    for h in range(heads):
+        for t in range(0, kv, per_row):
+            at = place_of(memory, program, shape, "scores", (h, t))
+            place = dict(rank=at["rank"], bank_group=at["bank"] // org.banks_per_group,
+                         bank=at["bank"] % org.banks_per_group)
+            yield Command("ACT", channel, row=at["row"], kind="npu", **place)
+            for column in range(org.columns):
+                yield Command("WR", channel, row=at["row"], column=column, kind="npu", **place)
+            yield Command("PRE", channel, kind="npu", **place)
+
+
+def vector_banks(memory: Memory) -> int:
+    """Banks 0.. that hold the vectors the attention programs copy in (the `query` and `scores`
+    layouts), which ordinary traffic beside PIM keeps off: the highest such bank + 1."""
+    shape = attention_shape(1, 1, 1)
+    return 1 + max(place_of(memory, memory.pim.program(cls), shape, tensor, (0, 0))["bank"]
+                   for cls, tensor in (("attn_score", "query"), ("attn_context", "scores")))
 
 
 @dataclass(frozen=True)
@@ -197,25 +242,25 @@ class DeviceCosts:
     def tile_seconds(self) -> dict[str, float]:
         """L_tile of a score and an attend tile and L_GWRITE (Algorithm 1), in seconds: steady-state
         periods on one channel with blocking refresh (the marginal cost between two stream sizes)."""
-        m = self.memory
+        m, d = self.memory, self.head_dim
         clock = m.part.clock_hz
-        hs = ScoreTiling.of(m, 1, self.heads, self.head_dim).heads_per_row
-        lanes_tok = ContextTiling.of(m, 1, 1, self.head_dim).tokens_per_row
+        hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
+        lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
 
         def cycles(stream) -> int:
             return max(timer_for(m, refresh="blocking").run(stream))
 
         per = lambda a, b, n: (b - a) / n / clock
         few, many = 64, 128
-        score = per(cycles(score_stream(m, few * self.banks, hs, self.head_dim)),
-                    cycles(score_stream(m, many * self.banks, hs, self.head_dim)), many - few)
-        dims = ContextTiling.of(m, lanes_tok, 1, self.head_dim).dim_tiles
-        attend = per(cycles(context_stream(m, lanes_tok, few // dims, self.head_dim)),
-                     cycles(context_stream(m, lanes_tok, many // dims, self.head_dim)), many - few)
+        score = per(cycles(attention_stream(m, "attn_score", few * self.banks, hs, d)),
+                    cycles(attention_stream(m, "attn_score", many * self.banks, hs, d)), many - few)
+        dims = attention_lets(m, "attn_context", lanes_tok, 1, d)["dim_tiles"]
+        attend = per(cycles(attention_stream(m, "attn_context", lanes_tok, few // dims, d)),
+                     cycles(attention_stream(m, "attn_context", lanes_tok, many // dims, d)), many - few)
         # a GWRITE per head and chunk of s.V: the stream with GWRITEs minus the one without
         heads = many // dims
-        gwrite = (cycles(context_stream(m, lanes_tok, heads, self.head_dim, gwrite=True))
-                  - cycles(context_stream(m, lanes_tok, heads, self.head_dim))) / heads / clock
+        gwrite = (cycles(attention_stream(m, "attn_context", lanes_tok, heads, d, gwrite=True))
+                  - cycles(attention_stream(m, "attn_context", lanes_tok, heads, d))) / heads / clock
         return {"score": score, "attend": attend, "gwrite": max(gwrite, 0.0)}
 
     @cached_property
@@ -223,11 +268,12 @@ class DeviceCosts:
         """The NPU's share of its bandwidth beside PIM work (dual row buffers), measured."""
         if not self.strategy.pim or self.strategy.row_buffers != "dual":
             return 1.0
-        m, hs = self.memory, ScoreTiling.of(self.memory, 1, self.heads, self.head_dim).heads_per_row
-        lanes_tok = ContextTiling.of(m, 1, 1, self.head_dim).tokens_per_row
-        pim = [*score_stream(m, 16 * self.banks, hs, self.head_dim, gwrite=True),
-               *context_stream(m, lanes_tok, 8, self.head_dim, gwrite=True)]
-        return contention(m, pim, read_rows=64).read_share
+        m, d = self.memory, self.head_dim
+        hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
+        lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
+        pim = [*attention_stream(m, "attn_score", 16 * self.banks, hs, d, gwrite=True),
+               *attention_stream(m, "attn_context", lanes_tok, 8, d, gwrite=True)]
+        return contention(m, pim, read_rows=64, skip_banks=vector_banks(m)).read_share
 
     @property
     def channel_blocked(self) -> bool:
@@ -247,13 +293,13 @@ class DeviceCosts:
         m, page = self.memory, self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
         seq = 2 * page
         cycles = lambda *streams: max(timer_for(m, refresh="blocking").run([c for st in streams for c in st]))
-        gemvs = lambda: (score_stream(m, seq, self.heads, self.head_dim, gwrite=True),
-                         context_stream(m, seq, self.heads, self.head_dim, gwrite=True))
+        gemvs = lambda: (attention_stream(m, "attn_score", seq, self.heads, self.head_dim, gwrite=True),
+                         attention_stream(m, "attn_context", seq, self.heads, self.head_dim, gwrite=True))
         kq, sv = gemvs()
         alone = cycles(kq, sv)
         kq, sv = gemvs()
         blocked = cycles(kq, scores_writeback(m, seq, self.heads, self.head_dim), sv)
-        rows = self.heads * ContextTiling.of(m, seq, self.heads, self.head_dim).chunks
+        rows = self.heads * attention_lets(m, "attn_context", seq, self.heads, self.head_dim)["chunks"]
         return (blocked - alone) / rows / m.part.clock_hz
 
     def mha_seconds(self, seq_lens: np.ndarray) -> np.ndarray:

@@ -1,7 +1,7 @@
 """Validation of the NeuPIMs command family against the NeuPIMs simulator ([REFDATA] pim README Sec. 2).
 
-Times the K.q attention-score stream of pimdsl.lowering.neupims_attention on
-one channel of specs/hardware/neupims.pim with the ordered-stream timer, as
+Times the K.q attention-score stream (program `attn_score` of the bundled
+specs/pim/neupims_pim.pim, through the generic expander) on one channel of specs/hardware/neupims.pim with the ordered-stream timer, as
 the reference measured it: every transaction handed over at cycle 0 (the
 first command issues at cycle 1), no refresh inside, counted until the last
 PIM_GEMV's result returns (CL + burst after it issues).
@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..interpreter.command_stream import CommandTimer
-from ..lowering.neupims_attention import score_stream
+from ..serving.neupims_costs import attention_stream
 
 # [REFDATA] pim README Sec. 2: seq_len -> cycles (one channel, 4 heads of 128 per tile); cold-start trace
 REFERENCE = {32: 178, 64: 375, 128: 769, 256: 1557}
@@ -34,7 +34,7 @@ def timed(memory, seq_len, heads=4, head_dim=128, gwrite=False):
     pim = memory.pim
     timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows)
     timer.last[0] = FIRST_ISSUE
-    cmds = list(score_stream(memory, seq_len, heads, head_dim, gwrite=gwrite))
+    cmds = list(attention_stream(memory, "attn_score", seq_len, heads, head_dim, gwrite=gwrite))
     return cmds, [timer.issue(c, i) for i, c in enumerate(cmds)]
 
 
