@@ -182,7 +182,7 @@ def test_language_md_shows_the_fixture_as_its_worked_example():
 def test_the_lpddr5x_pim_program_issues_algorithm_1_command_for_command(n, k, first_row):
     """The GEMV program declared in galaxy_s24p.pim issues exactly the stream of the built-in
     lowering it replaces (names, places, rows and columns), on every channel."""
-    from pimdsl.lowering.samsung_pim_gemv import GemvLayout, gemv_program
+    from pimdsl.lowering.mode_protocol_gemv import GemvLayout, gemv_program
     from pimdsl.lowering.stream import unroll
     spec, _ = load_spec(str(ROOT / "specs" / "hardware" / "galaxy_s24p.pim"))
     phone = next(m for m in spec.memories.values() if m.pim is not None)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.pim_values import NUMPY_DTYPES
-from pimdsl.interpreter.samsung_values import channel_banks, place_weights
+from pimdsl.interpreter.mode_protocol_values import channel_banks, place_weights
 from pimdsl.interpreter.smc import pim_aware_address, pim_aware_bytes, smc_traffic_bytes, swizzled_copy
-from pimdsl.lowering.samsung_pim_gemv import GemvLayout
+from pimdsl.lowering.mode_protocol_gemv import GemvLayout
 from pimdsl.passes.allocation import decode_address
 
 from .conftest import ROOT

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.command_stream import Command, CommandTimer
 from pimdsl.interpreter.pim_values import NUMPY_DTYPES, hbm_pim_gemv_reference
-from pimdsl.interpreter.samsung_values import SamsungPimExecutor, channel_banks, place_weights, read_result
+from pimdsl.interpreter.mode_protocol_values import ModeProtocolExecutor, channel_banks, place_weights, read_result
 from pimdsl.interpreter.stream_timer import StreamTimer
-from pimdsl.lowering.samsung_pim_gemv import GemvLayout, Protocol, gemv_program
+from pimdsl.lowering.mode_protocol_gemv import GemvLayout, Protocol, gemv_program
 from pimdsl.lowering.stream import Loop, check_uniform, count_commands, unroll
 
 from .conftest import ROOT
@@ -144,7 +144,7 @@ def test_gemv_through_the_commands_equals_numpy(phone, out, in_dim, seed):
     xp = np.zeros(layout.n_in * layout.in_regs * layout.lanes, dtype=dt)
     xp[:in_dim] = x
     for channel in range(phone.organization.channels):
-        ex = SamsungPimExecutor(phone, layout, banks, channel)
+        ex = ModeProtocolExecutor(phone, layout, banks, channel)
         for cmd in unroll(gemv_program(phone, layout, channel, x=xp)):
             ex.execute(cmd)
     y = read_result(phone, layout, banks)

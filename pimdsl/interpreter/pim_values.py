@@ -3,7 +3,7 @@
 Banks hold the allocated data in its real layout: (bank, row) -> a row of
 `bursts x lanes` elements of the PIM unit's datatype (fp16, or bfloat16
 through ml_dtypes), allocated when first touched. Executors (program_values
-for declared programs, samsung_values) run the typed commands
+for declared programs, mode_protocol_values) run the typed commands
 of one channel in stream order, with the unit's register files and
 accumulation order, so that a result computed through the commands can be
 compared with numpy: exactly when numpy follows the same order

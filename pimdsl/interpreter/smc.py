@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.hardware import Memory
-from ..lowering.samsung_pim_gemv import GemvLayout
+from ..lowering.mode_protocol_gemv import GemvLayout
 from ..passes.allocation import row_stride
 from .pim_values import Banks
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
-from ..lowering.samsung_pim_gemv import GemvLayout
+from ..lowering.mode_protocol_gemv import GemvLayout
 from ..ir.pim_program import evaluate
 from ..lowering.pim_program import environment
 from .program import CompileError, Program
@@ -91,7 +91,7 @@ def run(program: Program) -> Program:
         alloc = attrs["alloc"] = done[key]
         if attrs.get("family") == "program":
             attrs["first_row"] = alloc.first_row
-        elif attrs.get("family") == "samsung":
+        elif attrs.get("family") == "mode_protocol":
             rows = attrs["tiling"]
             attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
     program.buffers = _buffers(program, program.home("weights"), regions)
@@ -106,7 +106,7 @@ def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
     what = f"weight {op.weight} ({nbytes / 2**20:.1f} MiB)"
     if attrs.get("family") == "program":
         return _rows(memory, region, attrs, op, declared_rows(memory, attrs["program"], attrs["tiling"]), what)
-    if attrs.get("family") == "samsung":
+    if attrs.get("family") == "mode_protocol":
         tiling: GemvLayout = attrs["tiling"]
         return _rows(memory, region, attrs, op, tiling.weight_rows + tiling.result_rows, what)
     return Allocation(attrs["region"], op.weight, region.take(nbytes, 64, what), nbytes)
@@ -139,7 +139,8 @@ def declared_rows(memory: Memory, program, shape: dict) -> int:
 
 def _buffers(program: Program, memory: Memory, regions: dict) -> list[Allocation]:
     """The strategy's cacheable SMC buffers, each as large as the largest decoder-layer weight
-    (PIM-SHERPA section 4.1: twice the FF layer for DDB; section 4.3: once for OWR)."""
+    (the strategy's `buffers`: two for double buffering, one for online rearrangement; the
+    strategy specs cite their source)."""
     count = strategy_of(program.system).buffers
     if not count or memory is None:
         return []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
-from ..lowering.samsung_pim_gemv import gemv_program
+from ..lowering.mode_protocol_gemv import gemv_program
 from ..lowering.stream import Loop
 from .program import Program
 from .strategy import noncacheable_read_bandwidth, smc_bandwidth
@@ -48,7 +48,7 @@ def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel
     threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
     weight_bytes, bandwidth = op.weight_bytes, None
     if access == "noncacheable":
-        # uncached: no reuse across the step's tokens (PIM-SHERPA section 6, NC-GEMM)
+        # uncached: no reuse across the step's tokens, so a GEMM of m tokens rereads them m times
         weight_bytes *= op.shape.get("m", 1) if kind in ("gemm", "gemv") else 1
         bandwidth = noncacheable_read_bandwidth(program.system)
     return Kernel(name, kind, proc.name, op.dtype, op.flops, weight_bytes + op.read_bytes + op.write_bytes,
@@ -68,7 +68,7 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
         shape = dict(s) if times == 1 else {**s, "m": 1}
         stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
         key = (fam, declared.op_class, *sorted(shape.items()), times)
-    elif fam == "samsung":
+    elif fam == "mode_protocol":
         m = s.get("m", 1)
         stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
         key = (fam, s["n"], s["k"], m)

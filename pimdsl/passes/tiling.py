@@ -13,7 +13,7 @@ without one runs the GEMV program once per token), its `tiling` the op's
 shape, and every problem of every op (no program for the class, a layout
 that does not cover the weight, a tile outside the declared state) is
 reported at once. A unit without programs keeps the one built-in family,
-`samsung` (named commands, a MAC read among them: GEMV), until its last users
+`mode_protocol` (mode commands, a MAC read among them: GEMV), until its last users
 (the swizzled-copy model and its values executor) move to declared layouts.
 """
 from __future__ import annotations
@@ -22,19 +22,19 @@ import math
 import weakref
 
 from ..ir.hardware import PimUnit
-from ..lowering.samsung_pim_gemv import GemvLayout, LoweringError
+from ..lowering.mode_protocol_gemv import GemvLayout, LoweringError
 from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
 from ..lowering.pim_program import check, environment, layout_problem
 from .program import CompileError, Program
 
-FAMILY_KINDS = {"samsung": ("gemv", "gemm")}
+FAMILY_KINDS = {"mode_protocol": ("gemv", "gemm")}
 
 
 def family(pim: PimUnit) -> str:
     if not pim.commands:
         raise CompileError(f"PIM unit '{pim.name}' declares neither commands nor programs", pim.span,
                            "declare its commands and a `program gemv { ... }` (LANGUAGE.md, PIM programs)")
-    return "samsung"
+    return "mode_protocol"
 
 
 def run(program: Program) -> Program:
@@ -54,8 +54,8 @@ def run(program: Program) -> Program:
                 n, k = matrices[op.weight]
                 attrs["family"], attrs["program"] = "program", program_for(memory.pim, "gemv")
                 attrs["tiling"] = {"n": n, "k": k, "m": 1}
-            elif single_copy and not memory.pim.programs and memory.pim.commands and family(memory.pim) == "samsung":
-                attrs["family"] = "samsung"
+            elif single_copy and not memory.pim.programs and memory.pim.commands and family(memory.pim) == "mode_protocol":
+                attrs["family"] = "mode_protocol"
                 attrs["tiling"] = GemvLayout.of(memory, *matrices[op.weight])
             continue
         if memory.pim.programs:

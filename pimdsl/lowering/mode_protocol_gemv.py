@@ -1,7 +1,11 @@
-"""Lowering a GEMV to a PIM unit that declares the Samsung command protocol by name (LPDDR5X-PIM).
+"""Lowering a GEMV to a PIM unit that runs the mode protocol (mode commands, a CRF write, MAC reads).
 
-The PIM-SHERPA paper's Algorithm 1 ([PIM_SHERPA] Sec. 2.4),
-with the PIMnast weight placement it adopts (section 2.2): per output tile o
+The built-in lowering of a unit that declares such commands but no `program gemv` (the
+LPDDR5X-PIM of the phone spec declares its program; this module stays the reference its
+program is checked against, and the layout model of the swizzled copy, interpreter/smc.py).
+
+The GEMV pseudo code the phone spec's program cites, with the outputs-split
+weight placement it adopts: per output tile o
 and input tile i, Write8 fills the input register file, Read32 issues one
 MAC-triggering column read per weight burst of the tile's row; after the
 input tiles of o, Read5 drains the SIMD pipeline with dummy reads and Write8

@@ -1,7 +1,7 @@
-"""Values of the named Samsung PIM protocol (LPDDR5X-PIM): GEMV through the commands on numpy banks.
+"""Values of the mode-protocol GEMV (mode_protocol_gemv): GEMV through the commands on numpy banks.
 
 `place_weights` writes a weight matrix where `GemvLayout` says each element
-lives (channel, rank, bank, row, burst, lane); `SamsungPimExecutor` runs one
+lives (channel, rank, bank, row, burst, lane); `ModeProtocolExecutor` runs one
 channel's commands from `gemv_program` on those banks with the unit's
 register files; `read_result` is the host's readback (lane partial sums
 added in float32). Accumulation order, as the HBM-PIM executor's
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.hardware import Memory
-from ..lowering.samsung_pim_gemv import GemvLayout, Protocol
+from ..lowering.mode_protocol_gemv import GemvLayout, Protocol
 from .command_stream import Command
 from .pim_values import Banks
 
@@ -38,7 +38,7 @@ def place_weights(memory: Memory, layout: GemvLayout, banks: dict, w: np.ndarray
             banks[(channel, rank)].row(bank, row)[col, :len(piece)] = piece
 
 
-class SamsungPimExecutor:
+class ModeProtocolExecutor:
     """One channel's PIM blocks: input and output register files per rank and bank."""
 
     def __init__(self, memory: Memory, layout: GemvLayout, banks: dict, channel: int):
