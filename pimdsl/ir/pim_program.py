@@ -59,11 +59,17 @@ class ProgramError(PimdslError):
 
 def evaluate(expr: Expr, env: dict):
     """The value of `expr` over `env` (ints, or numpy integer arrays for whole-tensor checks)."""
+    out = compiled(expr)(env)
+    return int(out) if isinstance(out, np.integer) else out
+
+
+def compiled(expr: Expr):
+    """`expr` as a function of the environment (built once per expression); over ints it gives
+    ints, which is all an expander needs."""
     entry = _COMPILED.get(id(expr))
     if entry is None:
         entry = _COMPILED[id(expr)] = (expr, _closure(expr))   # the expr is kept: its id stays its own
-    out = entry[1](env)
-    return int(out) if isinstance(out, np.integer) else out
+    return entry[1]
 
 
 # Each expression becomes a tree of closures once (expanders evaluate the same few expressions

@@ -40,8 +40,8 @@ import numpy as np
 
 from ..interpreter.command_stream import ESTIMATE_ARG, Command, CommandTimer
 from ..ir.hardware import Memory
-from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, evaluate,
-                              names_in)
+from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, compiled,
+                              evaluate, names_in)
 from ..ir.workload import DTYPE_BYTES
 from .stream import Item, Loop, unroll
 
@@ -77,21 +77,30 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
     decls = {c.name: c for c in memory.pim.commands}
     org = memory.organization
     env = environment(memory, program, shape, channel, first_row, params)
+    announcing = {name for name, d in decls.items() if ESTIMATE_ARG in d.args}
+    issues: dict[int, tuple] = {}          # id(Issue) -> what a command of it needs, worked out once
 
-    def command(stmt: Issue, env: dict) -> Command:
-        a = {name: evaluate(e, env) for name, e in stmt.args}
+    def prepared(stmt: Issue) -> tuple:
         decl = decls.get(stmt.command)
         effect = decl.effect if decl is not None else "none"
+        name = decl.issued_as if decl is not None and decl.issued_as else stmt.command
+        kind = stmt.command.lower() if effect == "none" else effect
+        args = tuple((n, compiled(e)) for n, e in stmt.args)
+        entry = issues[id(stmt)] = (stmt, name, kind, args, name != stmt.command)
+        return entry
+
+    def command(stmt: Issue, env: dict) -> Command:
+        entry = issues.get(id(stmt)) or prepared(stmt)
+        _, name, kind, args, renamed = entry
+        a = {n: f(env) for n, f in args}
         bank_group, bank = divmod(a.get("bank", 0), org.banks_per_group)
-        data = {k: v for k, v in a.items() if k not in PLACE_ARGS} if values else None
-        name = stmt.command
-        if decl is not None and decl.issued_as:       # on the bus an ordinary DRAM command, timed as one
-            name = decl.issued_as
-            if values:
+        data = None
+        if values:
+            data = {k: v for k, v in a.items() if k not in PLACE_ARGS}
+            if renamed:                                  # on the bus an ordinary DRAM command, timed as one
                 data["command"] = stmt.command
         return Command(name, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, bank,
-                       a.get("row", 0), a.get("column", 0), stmt.command.lower() if effect == "none" else effect,
-                       data)
+                       a.get("row", 0), a.get("column", 0), kind, data)
 
     def items(body: tuple, env: dict) -> list[Item]:
         out: list[Item] = []
@@ -103,14 +112,15 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
                 out.append(command(stmt, env))
             else:
                 out.append(loop(stmt, env))
-        for i, c in enumerate(out):
-            if isinstance(c, Command) and ESTIMATE_ARG in getattr(decls.get(c.name), "args", ()):
-                out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
+        if announcing:
+            for i, c in enumerate(out):
+                if isinstance(c, Command) and c.name in announcing:
+                    out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
         return out
 
     def loop(stmt: For, env: dict) -> Loop:
         count = max(0, evaluate(stmt.count, env))
-        period = max(1, count) if _shape_depends(stmt.body, {stmt.var}) else 1
+        period = max(1, count) if _shape_depends_cached(stmt) else 1
         return Loop(count, lambda i: items(stmt.body, {**env, stmt.var: i}), stmt.var, period, op)
 
     return items(program.body, env)
@@ -133,6 +143,16 @@ def estimate(memory: Memory, items: list[Item]) -> int:
             [dataclasses.replace(c, channel=0, estimate=0) for c in commands])
         entry[1][key] = issued[-1] - issued[0]
     return entry[1][key]
+
+
+_SHAPE_DEPENDS: dict[int, tuple[For, bool]] = {}        # id(For) -> (the loop, its answer)
+
+
+def _shape_depends_cached(stmt: For) -> bool:
+    entry = _SHAPE_DEPENDS.get(id(stmt))
+    if entry is None:
+        entry = _SHAPE_DEPENDS[id(stmt)] = (stmt, _shape_depends(stmt.body, {stmt.var}))
+    return entry[1]
 
 
 def _shape_depends(body: tuple, tainted: set[str]) -> bool:
