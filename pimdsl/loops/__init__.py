@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 
-LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading"}
+LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading",
+         "hot_cold_offload": "pimdsl.loops.hot_cold_offload"}
 
 
 def names() -> tuple[str, ...]:

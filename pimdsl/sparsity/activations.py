@@ -60,14 +60,14 @@ def power_law(n: int, density: float, hot_fraction: float, hot_share: float) -> 
 
     def scaled(alpha):
         lo, hi = 0.0, 1.0 / density * n
-        for _ in range(60):                      # bisection on c for the mean
+        for _ in range(45):                      # bisection on c for the mean
             c = 0.5 * (lo + hi)
             f = np.minimum(1.0, c * ranks ** -alpha)
             lo, hi = (c, hi) if f.mean() < density else (lo, c)
         return np.minimum(1.0, 0.5 * (lo + hi) * ranks ** -alpha)
 
     lo, hi = 0.0, 4.0
-    for _ in range(40):                          # bisection on alpha for the share of the top
+    for _ in range(30):                          # bisection on alpha for the share of the top
         alpha = 0.5 * (lo + hi)
         f = scaled(alpha)
         lo, hi = (alpha, hi) if f[:top].sum() / f.sum() < hot_share else (lo, alpha)
@@ -112,6 +112,7 @@ class Generator:
             prev_rank = rank
         union = 1.0 - (1.0 - np.concatenate([b.run for b in self.blocks])) ** batch
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
+        self._union = np.split(union, cuts)
         self._thresholds = np.split(normal_quantile(union).astype(np.float32), cuts)
         self._latent = rng.standard_normal(int(cuts[-1]) + self.blocks[-1].neurons if len(cuts) else
                                            self.blocks[0].neurons, dtype=np.float32)
@@ -119,7 +120,7 @@ class Generator:
 
     def run_frequency(self, k: int) -> np.ndarray:
         """The batch-union firing frequency of block k's neurons in this run."""
-        return normal_cdf(self._thresholds[k])
+        return self._union[k]
 
     def step(self) -> list[np.ndarray]:
         s, rng = self.stats, self.rng

@@ -53,6 +53,9 @@ class Placement:
 def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False) -> Placement:
     import highspy
     G, J, B = len(p.groups), p.dimms, len(p.gpu_s)
+    # HiGHS's tolerances are absolute (1e-7): state times in microseconds and bytes in units of the
+    # largest neuron, so that no coefficient is near them
+    us, unit = 1e6, max(g.bytes for g in p.groups)
     D = 1 if aggregate_dimms else J           # DIMM count columns per group
     per = 1 + D
     ncols = G * per + B                       # counts (gpu, dimm...) per group, then t_l
@@ -68,27 +71,31 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
         t = G * per + l
         # T_GPU-l - t_l <= -2 T_sync
         rows.append(([gi * per for gi in members] + [t],
-                     [p.gpu_s[l] * p.groups[gi].frequency for gi in members] + [-1.0]))
-        lo.append(-np.inf), hi.append(-2.0 * p.sync_s)
+                     [us * p.gpu_s[l] * p.groups[gi].frequency for gi in members] + [-1.0]))
+        lo.append(-np.inf), hi.append(-2.0 * us * p.sync_s)
         for j in range(D):
             share = 1.0 / J if aggregate_dimms else 1.0
             rows.append(([gi * per + 1 + j for gi in members] + [t],
-                         [p.dimm_s[l] * p.groups[gi].frequency * share for gi in members] + [-1.0]))
+                         [us * p.dimm_s[l] * p.groups[gi].frequency * share for gi in members] + [-1.0]))
             lo.append(-np.inf), hi.append(0.0)
-    rows.append(([gi * per for gi in range(G)], [g.bytes for g in p.groups]))
-    lo.append(-np.inf), hi.append(p.gpu_bytes)
+    rows.append(([gi * per for gi in range(G)], [g.bytes / unit for g in p.groups]))
+    lo.append(-np.inf), hi.append(p.gpu_bytes / unit)
     for j in range(D):
-        rows.append(([gi * per + 1 + j for gi in range(G)], [g.bytes for g in p.groups]))
-        lo.append(-np.inf), hi.append(p.dimm_bytes * (J if aggregate_dimms else 1))
+        rows.append(([gi * per + 1 + j for gi in range(G)], [g.bytes / unit for g in p.groups]))
+        lo.append(-np.inf), hi.append(p.dimm_bytes * (J if aggregate_dimms else 1) / unit)
 
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = ncols, len(rows)
     lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(ncols), upper
     lp.row_lower_, lp.row_upper_ = np.array(lo, float), np.array(hi, float)
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-    lp.a_matrix_.start_ = np.concatenate([[0], np.cumsum([len(c) for c, _ in rows])]).astype(np.int32)
-    lp.a_matrix_.index_ = np.array([c for cs, _ in rows for c in cs], dtype=np.int32)
-    lp.a_matrix_.value_ = np.array([v for _, vs in rows for v in vs], dtype=float)
+    r = np.concatenate([np.full(len(cs), i) for i, (cs, _) in enumerate(rows)])
+    c = np.array([c for cs, _ in rows for c in cs])
+    v = np.array([v for _, vs in rows for v in vs], dtype=float)
+    by_col = np.lexsort((r, c))                  # HiGHS takes the matrix column-wise
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.searchsorted(c[by_col], np.arange(ncols + 1)).astype(np.int32)
+    lp.a_matrix_.index_ = r[by_col].astype(np.int32)
+    lp.a_matrix_.value_ = v[by_col]
     lp.integrality_ = [highspy.HighsVarType.kInteger] * (G * per) + [highspy.HighsVarType.kContinuous] * B
     h = _quiet_highs(highspy)
     h.setOptionValue("time_limit", float(time_limit_s))
@@ -112,7 +119,7 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
         on_dimm = counts[:, 1:]
     info = h.getInfo()
     gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else float("inf")
-    return Placement(on_gpu, on_dimm, float(info.objective_function_value), status, gap, solve_s)
+    return Placement(on_gpu, on_dimm, float(info.objective_function_value) / us, status, gap, solve_s)
 
 
 def _quiet_highs(highspy):
