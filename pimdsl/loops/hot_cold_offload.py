@@ -375,7 +375,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     head_t = gpu_s(s, m.vocab * m.hidden * s.dt, b)
     window = int(p["window_tokens"])
     activity = [np.zeros(len(g), np.int32) for g in placed.on_gpu] if sw.remap or not host else None
-    acc = dict(fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
+    acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
                predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
                link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
     imb_before, imb_after, pending_link = [], [], np.zeros(m.layers)
@@ -402,6 +402,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                                            t, t + float(t_cold[j]), "decode") for j in range(devices) if t_cold[j] > 0]
                 t += block
                 acc["fc"] += block
+                acc["mlp" if which else "qkv"] += block
                 acc["fc_gpu"] += t_gpu
                 acc["fc_cold"] += float(t_cold.max())
                 acc["gpu_busy"] += t_gpu
@@ -468,7 +469,8 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     e2e = t
     out = report_common(s, ttft, e2e)
     decode = e2e - ttft
-    out["breakdown_s"] = {"prefill": ttft, "decode": decode, "decode_fc": acc["fc"], "decode_fc_gpu_busy": acc["fc_gpu"],
+    out["breakdown_s"] = {"prefill": ttft, "decode": decode, "decode_fc": acc["fc"], "decode_qkv_blocks": acc["qkv"],
+                          "decode_mlp_blocks": acc["mlp"], "decode_fc_gpu_busy": acc["fc_gpu"],
                           "decode_fc_cold_slowest": acc["fc_cold"], "decode_attention": acc["attention"],
                           "decode_projection": acc["projection"], "decode_exposed_copies": acc["exposed_copies"],
                           "decode_predictor": acc["predictor"], "decode_lm_head": acc["head"]}
