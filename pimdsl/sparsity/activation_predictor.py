@@ -46,7 +46,8 @@ class Predictor:
         p = self.parents[k]
         if p is None or previous is None:
             return np.zeros(len(self.states[k]), dtype=np.int8)
-        return previous[p[:, 0]].astype(np.int8) + previous[p[:, 1]]
+        bits = previous.view(np.uint8)
+        return bits[p[0]] + bits[p[1]]
 
     def predict(self, k: int, previous: np.ndarray | None) -> np.ndarray:
         """Neurons of block k predicted to fire, given the previous block's actual activations."""

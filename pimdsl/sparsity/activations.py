@@ -80,8 +80,7 @@ class Block:
     name: str
     neurons: int
     profile: np.ndarray             # profiled f_i (the offline placement's input)
-    run: np.ndarray                 # this run's f_i (profile shifted by the drift)
-    parents: np.ndarray | None      # (neurons, 2) indices into the previous block
+    parents: np.ndarray | None      # (2, neurons) indices into the previous block
 
 
 class Generator:
@@ -93,49 +92,55 @@ class Generator:
         self.rng = rng
         self.blocks: list[Block] = []
         density = 1.0 - stats.sparsity
-        laws: dict[int, np.ndarray] = {}
-        prev_rank = None
+        laws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        prev_rank, thresholds = None, []
         for name, n in sizes:
             if n not in laws:
-                laws[n] = power_law(n, density, stats.hot_fraction, stats.hot_share)
+                law = power_law(n, density, stats.hot_fraction, stats.hot_share)
+                laws[n] = law, normal_quantile(law)
             rank = rng.permutation(n)                       # neuron i has frequency rank rank[i]
-            profile = laws[n][rank]
-            shift = rng.normal(0.0, stats.drift, n)
-            run = normal_cdf(normal_quantile(profile) + shift)
+            law, quantile = laws[n]
+            thresholds.append((quantile[rank] + rng.normal(0.0, stats.drift, n)).astype(np.float32))
             parents = None
             if prev_rank is not None:
                 by_rank = np.argsort(prev_rank)                 # previous block: rank -> neuron
                 m = len(prev_rank)
                 r = (rank * m) // n
-                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]], axis=1).astype(np.int32)
-            self.blocks.append(Block(name, n, profile, run, parents))
+                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]]).astype(np.int32)
+            self.blocks.append(Block(name, n, law[rank], parents))
             prev_rank = rank
-        union = 1.0 - (1.0 - np.concatenate([b.run for b in self.blocks])) ** batch
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
-        self._union = np.split(union, cuts)
-        self._thresholds = np.split(normal_quantile(union).astype(np.float32), cuts)
+        if batch > 1:                                       # the union of the batch's sequences
+            union = 1.0 - (1.0 - normal_cdf(np.concatenate(thresholds))) ** batch
+            thresholds = np.split(normal_quantile(union).astype(np.float32), cuts)
+        self._thresholds = thresholds
         self._latent = rng.standard_normal(int(cuts[-1]) + self.blocks[-1].neurons if len(cuts) else
                                            self.blocks[0].neurons, dtype=np.float32)
-        self._x = np.split(self._latent, cuts)             # views: one draw of noise per token
+        self._x = np.split(self._latent, cuts)             # views into the one latent array
+        # The per-token innovations are windows at random offsets into one pool of normals drawn once:
+        # each neuron still gets a fresh N(0, 1) draw per token, at a fraction of the cost of drawing
+        # millions of normals per token (the dominant cost of a 70B run otherwise).
+        self._pool = rng.standard_normal(2 * len(self._latent), dtype=np.float32)
 
     def run_frequency(self, k: int) -> np.ndarray:
         """The batch-union firing frequency of block k's neurons in this run."""
-        return self._union[k]
+        return normal_cdf(self._thresholds[k])
 
     def step(self) -> list[np.ndarray]:
         s, rng = self.stats, self.rng
         noise = math.sqrt(1.0 - s.rho ** 2)
         own, mix = math.sqrt(1.0 - s.coupling ** 2), s.coupling / math.sqrt(2.0)
         self._latent *= s.rho
-        self._latent += noise * rng.standard_normal(len(self._latent), dtype=np.float32)
+        start = int(rng.integers(0, len(self._pool) - len(self._latent)))
+        self._latent += noise * self._pool[start:start + len(self._latent)]
         out, z_prev = [], None
         for k, b in enumerate(self.blocks):
             x = self._x[k]
             if z_prev is None:
                 z = x
             else:
-                z = z_prev[b.parents[:, 0]]
-                z += z_prev[b.parents[:, 1]]
+                z = z_prev[b.parents[0]]
+                z += z_prev[b.parents[1]]
                 z *= mix
                 z += own * x
             out.append(z < self._thresholds[k])
