@@ -107,7 +107,8 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
     solve_s = time.perf_counter() - start
     status = h.modelStatusToString(h.getModelStatus())
     x = np.asarray(h.getSolution().col_value)
-    if len(x) != ncols:
+    info = h.getInfo()
+    if len(x) != ncols or info.primal_solution_status != 2:     # 2: a feasible point was found
         raise ValueError(f"the neuron placement program has no solution ({status}): "
                          "the weights do not fit the GPU and DIMM capacities")
     counts = np.rint(x[:G * per]).astype(int).reshape(G, per)
@@ -117,7 +118,6 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
         on_dimm = np.array([[c // J + (1 if j < c % J else 0) for j in range(J)] for c in cold], dtype=int)
     else:
         on_dimm = counts[:, 1:]
-    info = h.getInfo()
     gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else float("inf")
     return Placement(on_gpu, on_dimm, float(info.objective_function_value) / us, status, gap, solve_s)
 
