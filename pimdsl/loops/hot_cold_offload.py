@@ -53,7 +53,7 @@ PARAMS = {
     "predictor_step": "state increase when a neuron fires",
     "hot_threshold": "T_h: a neuron whose state exceeds it is hot",
     "state_bits": "bits of a neuron's predictor state",
-    "gpu_weight_budget": "GPU memory that holds weights (hot neurons, projection, embeddings)",
+    "gpu_reserved": "GPU memory that does not hold weights (workspace); the rest holds weights",
     "host_cpu": "processor that runs the scheduler and, for hermes_host, the cold neurons",
     "ilp_groups": "frequency groups per block in the placement program",
     "ilp_time_limit": "time limit of the placement program",
@@ -119,7 +119,7 @@ class Setup:
     mlp_elems: int                     # elements of one FFN neuron (up, gate, down)
     oproj_bytes: float                 # one layer's projection
     other_bytes: float                 # embeddings, head, norms
-    budget: float                      # GPU bytes for weights
+    budget: float                      # GPU bytes for weights (memory less gpu_reserved)
 
 
 def setup(system: System) -> Setup:
@@ -139,7 +139,7 @@ def setup(system: System) -> Setup:
             _fail(f"the hot/cold offload loop has no param '{name}'", mapping.param_spans.get(name, mapping.span),
                   did_you_mean(name, tuple(PARAMS), "params") or "params: " + ", ".join(PARAMS))
         params[name] = value
-    for name in ("gpu_weight_budget", "host_cpu", "accelerate_bandwidth", "flexgen_bandwidth"):
+    for name in ("gpu_reserved", "host_cpu", "accelerate_bandwidth", "flexgen_bandwidth"):
         if name not in params:
             _fail(f"the hot/cold offload loop needs mapping param '{name}' ({PARAMS[name]})", mapping.span)
     procs = {p.name: p for p in system.processors}
@@ -167,7 +167,7 @@ def setup(system: System) -> Setup:
     mlp = (3 if model.gated_ffn else 2) * model.hidden
     oproj = q * model.hidden * dt
     other = model.weight_bytes - model.layers * ((model.hidden * qkv + model.ffn * mlp) * dt + oproj)
-    budget = float(params["gpu_weight_budget"])
+    budget = gpu.memory_bytes * gpu.count - float(params["gpu_reserved"])
     return Setup(system, mapping.strategy, params, gpu, host, dimm, pcie, link, dimm.count,
                  dimm.peak_bandwidth_bytes_per_s * dimm.organization.ranks,
                  pim.lanes * pim.clock_hz / pim.timing_cycles["tMAC"], dt, qkv, mlp, oproj, max(0.0, other), budget)
@@ -288,7 +288,7 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
     sizes, nbytes = blocks_of(s)
     hot_budget = s.budget - s.other_bytes - s.system.model.layers * s.oproj_bytes
     if hot_budget < 0:
-        _fail(f"gpu_weight_budget {s.budget / 1e9:.1f} GB cannot hold the projections and embeddings "
+        _fail(f"the GPU's {s.budget / 1e9:.1f} GB for weights cannot hold the projections and embeddings "
               f"({(s.budget - hot_budget) / 1e9:.1f} GB)", s.system.mapping.span)
     if sw.placement == "random":               # Hermes-random: a random hot set that fills the budget
         rng = np.random.default_rng(s.system.workload.seed + 1)
@@ -501,7 +501,8 @@ def report_common(s: Setup, ttft: float, e2e: float) -> dict:
     generated = wl.batch * wl.output_len
     totals = model_totals(s)
     return {"system": s.system.name, "model": m.name, "strategy": s.strategy, "loop": "hot_cold_offload",
-            "batch": wl.batch, "input_len": wl.input_len, "output_len": wl.output_len, "ndp_dimms": s.dimms,
+            "gpu": s.gpu.name, "batch": wl.batch, "input_len": wl.input_len, "output_len": wl.output_len,
+            "ndp_dimms": s.dimms,
             "ttft_s": ttft, "tpot_s": (e2e - ttft) / steps if steps else ttft,
             "tokens_per_s": generated / e2e if e2e else 0.0, "end_to_end_s": e2e,
             "memory_bytes": {"weights": totals["weights"], "kv_cache": totals["kv_cache"],

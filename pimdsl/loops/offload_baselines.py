@@ -9,7 +9,7 @@ NDP-DIMM system without activation sparsity (Hermes-base).
   deja_vu      the same residency; for a streamed layer only the active neurons' weights (and the dense
                projection) cross PCIe after its MLP predictors ran, at `flexgen_bandwidth`; the
                predictors take `dejavu_predictor_share` of the compute time ([HERMES_NDP] Sec. V-D);
-  hermes_base  the GPU holds the first layers that fit `gpu_weight_budget`, the other layers run densely
+  hermes_base  the GPU holds the first layers that fit its memory less `gpu_reserved`, the other layers run densely
                on the NDP-DIMMs (weights spread over all DIMMs), attention always on the DIMMs (V-B-1).
 The effective rates of Accelerate and FlexGen are calibrations stated in the spec.
 """
