@@ -24,6 +24,7 @@ about 0.9 adjacent and 0.7 distance-10 similarity on these frequencies (tests me
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ class Statistics:
     seed: int = 0
 
 
+@functools.lru_cache(maxsize=16)
 def power_law(n: int, density: float, hot_fraction: float, hot_share: float) -> np.ndarray:
     """Frequencies by rank (descending): c * r^-alpha clipped to 1, with mean `density` and the top
     `hot_fraction` carrying `hot_share` (as close as the clip to 1 allows)."""
@@ -71,7 +73,9 @@ def power_law(n: int, density: float, hot_fraction: float, hot_share: float) -> 
         alpha = 0.5 * (lo + hi)
         f = scaled(alpha)
         lo, hi = (alpha, hi) if f[:top].sum() / f.sum() < hot_share else (lo, alpha)
-    return scaled(0.5 * (lo + hi))
+    out = scaled(0.5 * (lo + hi))
+    out.setflags(write=False)                    # shared by every caller (cached)
+    return out
 
 
 @dataclass
