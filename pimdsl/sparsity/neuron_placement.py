@@ -21,6 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 
+TIE = 1e-3
+
+
 @dataclass(frozen=True)
 class Group:
     block: int                # index of its FC block (the paper's layer l)
@@ -61,6 +64,12 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
     ncols = G * per + B                       # counts (gpu, dimm...) per group, then t_l
     cost = np.zeros(ncols)
     cost[G * per:] = 1.0
+    # Eqs. 1-7 are indifferent to *which* neurons carry the GPU's share while its memory is not the
+    # limit (both sides are linear in f: one hot neuron or several cold ones); among those optima take
+    # the one with the fewest GPU neurons, i.e. the hottest there ("hot neurons on the GPU", Sec. IV-B):
+    # each GPU neuron costs TIE of its time at f = 1, too little to trade any t_l for it
+    for gi, g in enumerate(p.groups):
+        cost[gi * per] = TIE * us * p.gpu_s[g.block]
     upper = np.concatenate([np.repeat([g.count for g in p.groups], per).astype(float), np.full(B, np.inf)])
     rows, lo, hi = [], [], []                 # rows as (cols, vals)
     for gi, g in enumerate(p.groups):         # each neuron on one device
@@ -119,7 +128,8 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
     else:
         on_dimm = counts[:, 1:]
     gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else float("inf")
-    return Placement(on_gpu, on_dimm, float(info.objective_function_value) / us, status, gap, solve_s)
+    objective = float(np.dot(cost[G * per:], x[G * per:]))          # sum_l t_l, without the tie-break
+    return Placement(on_gpu, on_dimm, objective / us, status, gap, solve_s)
 
 
 def _quiet_highs(highspy):
