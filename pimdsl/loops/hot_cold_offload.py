@@ -302,8 +302,10 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
         return Placed(on_gpu, home, {"method": "random", "hot_budget_bytes": hot_budget})
     groups, orders, counts = [], [], []
     per = int(s.params["ilp_groups"])
+    batch = s.system.workload.batch
     for k, (b, nb) in enumerate(zip(gen.blocks, nbytes)):
-        g, order = neuron_placement.groups_of(b.profile, k, nb, per)
+        # a batch computes the union of its sequences' neurons: the profile's batch-union frequency
+        g, order = neuron_placement.groups_of(1.0 - (1.0 - b.profile) ** batch, k, nb, per)
         groups += g
         orders.append(order)
         counts.append([x.count for x in g])
