@@ -71,3 +71,14 @@ def _partly_read(system, readers, diags: Diagnostics) -> None:
         what = f"{verb} only the first {timed} link(s)" if timed else f"{verb} no link"
         diags.warning(f"link '{link.name}' is read by nothing: the {loops} {what}", link.span,
                       "remove it from the system's links, or choose a loop that moves data over it")
+
+
+def leading_links(system, kinds: tuple[str, ...]) -> int:
+    """For a loop's `links_read`: how many of the system's first links are of the kinds it times
+    (a loop that finds its links by kind reads those)."""
+    n = 0
+    for link in system.links:
+        if link.kind not in kinds:
+            break
+        n += 1
+    return n

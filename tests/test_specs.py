@@ -21,22 +21,11 @@ def test_bundled_spec_checks_without_errors_or_warnings(path):
     assert not diags.items, diags.render_all()
 
 
-# Specs that do not pass `pimc check --strict` yet, and why (the same list as .ci/run's): their
-# strategies, op classes (fc_hot, fc_cold, merge, ...) and params are read by no registered run loop
-# until the hot/cold-offload and sub-batch serving loops land (issue 15).
-NOT_STRICT = {"systems/hermes_ndp_llama2_70b.pim"}
-
-
 @pytest.mark.parametrize("path", SPECS, ids=lambda p: str(p.relative_to(ROOT / "specs")))
 def test_bundled_spec_passes_strict_check(path, capsys):
     """Nothing in a bundled spec is silently ignored: no warning from `pimc check` (issue 15 part 3)."""
-    name = path.relative_to(ROOT / "specs").as_posix()
     status = main(["check", "--strict", str(path)])
-    err = capsys.readouterr().err
-    if name in NOT_STRICT:
-        assert status == 1 and "is read by no run loop" in err, "passes --strict now: drop it from NOT_STRICT"
-    else:
-        assert status == 0, err
+    assert status == 0, capsys.readouterr().err
 
 
 def test_the_library_has_every_standard_and_system():

@@ -64,8 +64,9 @@ class Elaborator:
         return result
 
     def count(self, node: Node, r: Reader) -> int:
-        """How many identical instances: `memory dimm[8]` or `count = 8`."""
-        if node.count is None:
+        """How many identical instances: `memory dimm[8]` or `count = 8` (a `count` field, e.g. from
+        `--set memory.dimm.count=4`, wins over the brackets)."""
+        if node.count is None or "count" in node.fields:
             return r.integer("count", 1)
         r.asked.add("count")
         try:

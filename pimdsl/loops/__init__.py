@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 
 LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading",
-         "sub_batch_serving": "pimdsl.loops.sub_batch_serving"}
+         "sub_batch_serving": "pimdsl.loops.sub_batch_serving",
+         "hot_cold_offload": "pimdsl.loops.hot_cold_offload"}
 
 
 def names() -> tuple[str, ...]:

@@ -32,6 +32,7 @@ from ..frontend.diagnostics import did_you_mean
 from ..ir.workload import System
 from ..passes.program import CompileError
 from ..serving.requests import requests_for
+from ..unread import leading_links
 from . import dimm_pim_costs as dc
 from .latency_predictors import Profiles
 from .sub_batch_split import chunk, split, split_by_class
@@ -72,14 +73,8 @@ OP_CLASSES: tuple[str, ...] = ()
 
 
 def links_read(system) -> int:
-    """The links this loop times (the GPUs' PCIe to the PIM memory and their NVLink, by kind): the
-    system's leading links of those kinds."""
-    n = 0
-    for link in system.links:
-        if link.kind not in ("pcie", "nvlink"):
-            break
-        n += 1
-    return n
+    """The links this loop times: the GPUs' PCIe to the PIM memory and their NVLink, by kind."""
+    return leading_links(system, ("pcie", "nvlink"))
 
 
 @dataclass

@@ -1,0 +1,172 @@
+"""Offline neuron placement as the integer program of [HERMES_NDP] Sec. IV-B, Eqs. 1-7, solved by HiGHS.
+
+    min  sum_l t_l                                                   (Eq. 1, t_l = max(T_GPU-l, T_DIMM-l))
+    t_l >= T_l^GPU  * sum_{i in l} f_i x_i^GPU + 2 T_sync             (Eqs. 3, 4)
+    t_l >= T_l^DIMM * sum_{i in l} f_i x_i^j          for every DIMM j (Eqs. 2, 5)
+    sum_i M_i x_i^GPU <= S_GPU,   sum_i M_i x_i^j <= S_j              (Eqs. 6, 7)
+    each neuron on exactly one device.
+
+Neurons are grouped (`Group`: neurons of one block with about the same profiled frequency) and the
+variables are integer counts per group and device, which is the binary program when every group
+holds one neuron. With identical DIMMs (`aggregate_dimms=True`) the DIMMs share one count per group
+and T_DIMM-l uses the even split sum / J: identical DIMMs make the full program's optimum that
+split up to one neuron per group, and removing their J! symmetric solutions keeps big models
+within the time limit. The solver's status, objective and relative MIP gap are returned.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+
+TIE = 1e-3
+
+
+@dataclass(frozen=True)
+class Group:
+    block: int                # index of its FC block (the paper's layer l)
+    count: int                # neurons in the group
+    frequency: float          # mean profiled activation frequency f_i
+    bytes: float              # M_i, one neuron's weights
+
+
+@dataclass(frozen=True)
+class Problem:
+    groups: tuple[Group, ...]
+    gpu_s: tuple[float, ...]          # T_l^GPU per block: one active neuron on the GPU
+    dimm_s: tuple[float, ...]         # T_l^DIMM per block: one active neuron on one DIMM
+    sync_s: float                     # T_sync
+    gpu_bytes: float                  # S_GPU
+    dimm_bytes: float                 # S_j (each DIMM)
+    dimms: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    on_gpu: np.ndarray                # neurons of each group on the GPU
+    on_dimm: np.ndarray               # (groups, dimms) neurons of each group on each DIMM
+    objective_s: float                # sum_l t_l
+    status: str
+    gap: float                        # relative MIP gap at the end (0: proven optimal)
+    solve_s: float
+
+
+def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False) -> Placement:
+    import highspy
+    G, J, B = len(p.groups), p.dimms, len(p.gpu_s)
+    # HiGHS's tolerances are absolute (1e-7): state times in microseconds and bytes in units of the
+    # largest neuron, so that no coefficient is near them
+    us, unit = 1e6, max(g.bytes for g in p.groups)
+    D = 1 if aggregate_dimms else J           # DIMM count columns per group
+    per = 1 + D
+    ncols = G * per + B                       # counts (gpu, dimm...) per group, then t_l
+    cost = np.zeros(ncols)
+    cost[G * per:] = 1.0
+    # Eqs. 1-7 are indifferent to *which* neurons carry the GPU's share while its memory is not the
+    # limit (both sides are linear in f: one hot neuron or several cold ones); among those optima take
+    # the one with the fewest GPU neurons, i.e. the hottest there ("hot neurons on the GPU", Sec. IV-B):
+    # each GPU neuron costs TIE of its time at f = 1, too little to trade any t_l for it
+    for gi, g in enumerate(p.groups):
+        cost[gi * per] = TIE * us * p.gpu_s[g.block]
+    upper = np.concatenate([np.repeat([g.count for g in p.groups], per).astype(float), np.full(B, np.inf)])
+    rows, lo, hi = [], [], []                 # rows as (cols, vals)
+    for gi, g in enumerate(p.groups):         # each neuron on one device
+        rows.append((list(range(gi * per, gi * per + per)), [1.0] * per))
+        lo.append(g.count), hi.append(g.count)
+    for l in range(B):
+        members = [gi for gi, g in enumerate(p.groups) if g.block == l]
+        t = G * per + l
+        # T_GPU-l - t_l <= -2 T_sync
+        rows.append(([gi * per for gi in members] + [t],
+                     [us * p.gpu_s[l] * p.groups[gi].frequency for gi in members] + [-1.0]))
+        lo.append(-np.inf), hi.append(-2.0 * us * p.sync_s)
+        for j in range(D):
+            share = 1.0 / J if aggregate_dimms else 1.0
+            rows.append(([gi * per + 1 + j for gi in members] + [t],
+                         [us * p.dimm_s[l] * p.groups[gi].frequency * share for gi in members] + [-1.0]))
+            lo.append(-np.inf), hi.append(0.0)
+    rows.append(([gi * per for gi in range(G)], [g.bytes / unit for g in p.groups]))
+    lo.append(-np.inf), hi.append(p.gpu_bytes / unit)
+    for j in range(D):
+        rows.append(([gi * per + 1 + j for gi in range(G)], [g.bytes / unit for g in p.groups]))
+        lo.append(-np.inf), hi.append(p.dimm_bytes * (J if aggregate_dimms else 1) / unit)
+
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = ncols, len(rows)
+    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, np.zeros(ncols), upper
+    lp.row_lower_, lp.row_upper_ = np.array(lo, float), np.array(hi, float)
+    r = np.concatenate([np.full(len(cs), i) for i, (cs, _) in enumerate(rows)])
+    c = np.array([c for cs, _ in rows for c in cs])
+    v = np.array([v for _, vs in rows for v in vs], dtype=float)
+    by_col = np.lexsort((r, c))                  # HiGHS takes the matrix column-wise
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.searchsorted(c[by_col], np.arange(ncols + 1)).astype(np.int32)
+    lp.a_matrix_.index_ = r[by_col].astype(np.int32)
+    lp.a_matrix_.value_ = v[by_col]
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * (G * per) + [highspy.HighsVarType.kContinuous] * B
+    h = _quiet_highs(highspy)
+    h.setOptionValue("time_limit", float(time_limit_s))
+    h.setOptionValue("threads", 1)
+    h.setOptionValue("random_seed", 0)
+    h.passModel(lp)
+    start = time.perf_counter()
+    h.run()
+    solve_s = time.perf_counter() - start
+    status = h.modelStatusToString(h.getModelStatus())
+    x = np.asarray(h.getSolution().col_value)
+    info = h.getInfo()
+    if len(x) != ncols or info.primal_solution_status != 2:     # 2: a feasible point was found
+        raise ValueError(f"the neuron placement program has no solution ({status}): "
+                         "the weights do not fit the GPU and DIMM capacities")
+    counts = np.rint(x[:G * per]).astype(int).reshape(G, per)
+    on_gpu = counts[:, 0]
+    if aggregate_dimms:                       # the even split the aggregate form assumes
+        cold = counts[:, 1]
+        on_dimm = np.array([[c // J + (1 if j < c % J else 0) for j in range(J)] for c in cold], dtype=int)
+    else:
+        on_dimm = counts[:, 1:]
+    gap = float(info.mip_gap) if np.isfinite(info.mip_gap) else float("inf")
+    objective = float(np.dot(cost[G * per:], x[G * per:]))          # sum_l t_l, without the tie-break
+    return Placement(on_gpu, on_dimm, objective / us, status, gap, solve_s)
+
+
+def _quiet_highs(highspy):
+    """A silent solver: HiGHS prints its banner on C stdout when built, which would corrupt
+    `pimc run --json`, so fd 1 points at /dev/null while it is made."""
+    import os
+    import sys
+    sys.stdout.flush()
+    saved, null = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved), os.close(null)
+    return h
+
+
+def groups_of(profile: np.ndarray, block: int, neuron_bytes: float, per_block: int) -> tuple[list[Group], np.ndarray]:
+    """Equal-count frequency groups of one block (most frequent first) and each neuron's group order:
+    `order` lists the block's neurons from the most to the least frequent."""
+    order = np.argsort(-profile, kind="stable")
+    parts = np.array_split(order, min(per_block, len(order)))
+    return [Group(block, len(p), float(profile[p].mean()), neuron_bytes) for p in parts], order
+
+
+def assign(order: np.ndarray, on_gpu: np.ndarray, on_dimm: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Device of each neuron of a block (-1: GPU, j: DIMM j) from its groups' counts: within a group
+    the most frequent neurons go to the GPU, the rest round robin over the DIMMs."""
+    device = np.empty(len(order), dtype=np.int16)
+    start = 0
+    for size, g, dimm in zip(sizes, on_gpu, on_dimm):
+        part = order[start:start + size]
+        device[part[:g]] = -1
+        labels = np.repeat(np.arange(len(dimm)), dimm)
+        within = np.concatenate([np.arange(c) for c in dimm]) if len(labels) else labels
+        device[part[g:]] = labels[np.argsort(within, kind="stable")]     # interleaved: 0, 1, ..., J-1, 0, ...
+        start += size
+    return device

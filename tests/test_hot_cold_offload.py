@@ -1,0 +1,270 @@
+"""The hot/cold neuron offload loop and its mechanisms ([HERMES_NDP]): the placement program on
+hand-worked and brute-forced instances, the predictor FSM and Algorithm 1 on hand-worked traces, the
+state-table size, the activation generator's statistics, the split GEMV and merge against numpy,
+and `pimc run` on every strategy."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings, strategies as st
+
+from pimdsl.cli.main import main
+from pimdsl.sparsity import activations, neuron_placement as npl
+from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
+from pimdsl.sparsity.window_remap import imbalance, loads, remap
+
+from .conftest import ROOT
+
+SYSTEMS = ROOT / "specs" / "systems"
+
+
+# ---- the placement program (Eqs. 1-7) ---------------------------------------------------------
+
+def test_program_hand_worked_optimum():
+    # one layer, neurons f = 0.9, 0.5, 0.1 of one byte; the GPU holds one neuron and takes 1 s per
+    # active neuron, each of two DIMMs holds two and takes 10 s: 0.9 on the GPU (0.9 s), 0.5 and 0.1
+    # on different DIMMs (5 s, 1 s); any other placement puts >= 0.5 * 10 s... on one device, or 0.5 + 0.1
+    # on one DIMM (6 s): the optimum is 5 s
+    groups = tuple(npl.Group(0, 1, f, 1.0) for f in (0.9, 0.5, 0.1))
+    sol = npl.solve(npl.Problem(groups, (1.0,), (10.0,), 0.0, 1.0, 2.0, 2))
+    assert sol.objective_s == pytest.approx(5.0)
+    assert sol.status == "Optimal" and sol.gap == pytest.approx(0.0, abs=1e-6)
+    assert list(sol.on_gpu) == [1, 0, 0]
+    assert sorted(map(tuple, sol.on_dimm[1:])) == [(0, 1), (1, 0)]
+
+
+def brute_force(freq, nbytes, layer, gpu_s, dimm_s, sync, gpu_cap, dimm_cap, dimms):
+    best = np.inf
+    for devs in itertools.product(range(dimms + 1), repeat=len(freq)):      # 0: the GPU
+        used = np.zeros(dimms + 1)
+        for d, b in zip(devs, nbytes):
+            used[d] += b
+        if used[0] > gpu_cap or (used[1:] > dimm_cap).any():
+            continue
+        total = 0.0
+        for l in set(layer):
+            g = gpu_s[l] * sum(f for f, d, ll in zip(freq, devs, layer) if d == 0 and ll == l) + 2 * sync
+            m = max(dimm_s[l] * sum(f for f, d, ll in zip(freq, devs, layer) if d == j and ll == l)
+                    for j in range(1, dimms + 1))
+            total += max(g, m)
+        best = min(best, total)
+    return best
+
+
+@settings(max_examples=15, deadline=None)
+@given(freq=st.lists(st.floats(0.01, 1.0), min_size=4, max_size=6), seed=st.integers(0, 1000))
+@example(freq=[1.0] * 6, seed=744)                    # 18 bytes for 3 + 2 x 6: infeasible
+def test_program_equals_brute_force(freq, seed):
+    rng = np.random.default_rng(seed)
+    n = len(freq)
+    layer = [i % 2 for i in range(n)]
+    nbytes = rng.integers(1, 4, n).astype(float)
+    args = dict(gpu_s=(1.0, 2.0), dimm_s=(5.0, 7.0), sync=0.25, gpu_cap=3.0, dimm_cap=6.0, dimms=2)
+    want = brute_force(freq, nbytes, layer, **args)
+    groups = tuple(npl.Group(l, 1, f, b) for f, b, l in zip(freq, nbytes, layer))
+    problem = npl.Problem(groups, args["gpu_s"], args["dimm_s"], args["sync"], args["gpu_cap"],
+                          args["dimm_cap"], args["dimms"])
+    if want == np.inf:                          # no placement fits the capacities
+        with pytest.raises(ValueError, match="do not fit"):
+            npl.solve(problem)
+        return
+    assert npl.solve(problem).objective_s == pytest.approx(want, rel=1e-6)
+
+
+def test_program_reports_no_room():
+    groups = (npl.Group(0, 4, 0.5, 10.0),)
+    with pytest.raises(ValueError, match="do not fit"):
+        npl.solve(npl.Problem(groups, (1.0,), (1.0,), 0.0, 10.0, 10.0, 2))
+
+
+def test_assign_fills_the_gpu_with_the_most_frequent():
+    profile = np.array([0.1, 0.9, 0.5, 0.7, 0.2, 0.3])
+    groups, order = npl.groups_of(profile, 0, 1.0, 2)              # {0.9, 0.7, 0.5}, {0.3, 0.2, 0.1}
+    dev = npl.assign(order, np.array([2, 0]), np.array([[1, 0], [2, 1]]), [g.count for g in groups])
+    assert set(np.flatnonzero(dev == -1)) == {1, 3}
+    assert dev[2] == 0 and sorted(dev[[5, 4, 0]]) == [0, 0, 1]
+
+
+# ---- the predictor (Sec. IV-C-1, Fig. 7) ----------------------------------------------------
+
+def test_state_table_of_llama_7b_is_232_kb():
+    # 32 layers x (4K attention + 10.5K MLP neurons) x 4 bit ([HERMES_NDP] Sec. IV-C-1)
+    assert state_table_bytes(32, 4096 + 10.5 * 1024, 4) == 232 * 1024
+
+
+def test_initial_states_in_16_stages():
+    # 0 below 2%, 15 above 90%, 14 equal stages between: 0.5 -> 1 + floor(0.48 / (0.88 / 14)) = 8
+    f = np.array([0.95, 0.91, 0.90, 0.5, 0.021, 0.019, 0.0])
+    assert list(initial_state(f)) == [15, 15, 14, 8, 1, 0, 0]
+
+
+def test_fsm_and_rule_on_the_papers_trace():
+    # Fig. 7a: neuron 6 fires and goes 7 -> 11; neuron 5 does not and goes 10 -> 9; states saturate
+    pred = Predictor([np.zeros(4)], [None])
+    pred.states[0] = np.array([7, 10, 15, 0], np.uint8)
+    pred.update(0, np.array([True, False, True, False]))
+    assert list(pred.states[0]) == [11, 9, 15, 0]
+    # s1 + 6 * s2 > 15 with s2 = fired correlated neurons of the previous block
+    parents = np.array([[0, 0, 1, 2], [1, 2, 2, 3]], np.int32)
+    pred = Predictor([np.zeros(2), np.zeros(4)], [None, parents])
+    pred.states[1] = np.array([4, 9, 10, 15], np.uint8)
+    previous = np.array([True, True, False, False])
+    # parents (0, 1), (0, 2), (1, 2), (2, 3): s2 = 2, 1, 1, 0 -> 16 > 15, 15 !> 15, 16 > 15, 15 !> 15
+    assert list(pred.predict(1, previous)) == [True, False, True, False]
+    assert list(pred.hot(1)) == [False, False, False, True]
+
+
+def test_layer_only_mode_freezes_states():
+    pred = Predictor([np.array([0.5])], [None], mode="layer")
+    before = pred.states[0].copy()
+    pred.update(0, np.array([True]))
+    assert pred.states[0] == before
+
+
+# ---- Algorithm 1 (Sec. IV-D) ---------------------------------------------------------------------
+
+def test_window_remap_hand_worked():
+    device = np.array([0, 0, 0, 0, 1, 2, 3, 3, -1])
+    activity = np.array([5, 3, 2, 1, 1, 0, 2, 1, 9])
+    assert list(loads(device, activity, 4)) == [11, 1, 0, 3]        # the GPU neuron is not counted
+    new, moves = remap(device, activity, 4)
+    # pairs (DIMM 0, DIMM 2): gap 11, move the 5 -> 6 / 5; (DIMM 3, DIMM 1): gap 2, the 2 would
+    # overshoot, move the 1 -> 2 / 2
+    assert list(new) == [2, 0, 0, 0, 1, 2, 3, 1, -1]
+    assert moves == [(1, 0, 2), (1, 3, 1)]
+    assert list(loads(new, activity, 4)) == [6, 2, 5, 2]
+    assert imbalance(loads(new, activity, 4)) < imbalance(loads(device, activity, 4))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), dimms=st.sampled_from([2, 4, 8]))
+def test_window_remap_never_widens_a_pair(seed, dimms):
+    rng = np.random.default_rng(seed)
+    device = rng.integers(0, dimms, 200)
+    activity = rng.integers(0, 6, 200)
+    before = loads(device, activity, dimms)
+    new, _ = remap(device, activity, dimms)
+    after = loads(new, activity, dimms)
+    assert after.sum() == before.sum() and after.max() <= before.max()
+
+
+# ---- the activation generator (Sec. III) ----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trace():
+    gen = activations.Generator([("a", 4096), ("b", 8192), ("c", 4096)], activations.Statistics(seed=3))
+    return gen, [gen.step() for _ in range(30)]
+
+
+def test_power_law_20_80():
+    f = activations.power_law(10_000, 0.1, 0.2, 0.8)
+    top = np.sort(f)[::-1][:2000]
+    assert f.mean() == pytest.approx(0.1, rel=1e-3) and top.sum() / f.sum() == pytest.approx(0.8, abs=0.01)
+
+
+def test_token_similarity_and_layer_correlation(trace):
+    gen, tokens = trace
+    sim = lambda d: np.mean([activations.similarity(tokens[i][1], tokens[i + d][1]) for i in range(30 - d)])
+    assert sim(1) > 0.88 and 0.6 < sim(10) < 0.8               # Fig. 4a: > 90%, ~70% at distance 10
+    parents = gen.blocks[2].parents
+    both = [t[2][t[1][parents[0]] & t[1][parents[1]]].mean() for t in tokens]
+    alone = [t[2].mean() for t in tokens]
+    assert np.mean(both) > 0.8 > 3 * np.mean(alone)             # Fig. 4b: correlated neurons fire together
+
+
+def test_generator_is_deterministic():
+    a = activations.Generator([("a", 512), ("b", 1024)], activations.Statistics(seed=7), batch=4)
+    b = activations.Generator([("a", 512), ("b", 1024)], activations.Statistics(seed=7), batch=4)
+    for _ in range(3):
+        assert all(np.array_equal(x, y) for x, y in zip(a.step(), b.step()))
+
+
+# ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------
+
+def split_gemv(weights, x, active, device, dimms):
+    """Each device multiplies only its active neurons' columns; the NDP side sums the partials."""
+    partial = [weights[:, active & (device == d)].astype(np.float32) @ x[active & (device == d)].astype(np.float32)
+               for d in range(-1, dimms)]
+    return np.sum(partial, axis=0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 8))
+def test_split_gemv_equals_numpy_on_the_active_rows(seed, dimms):
+    # numpy level: the NDP core's program is not declared as PIM commands (the MAC timing is
+    # declared as tMAC; the GEMV's values follow the split and the merge)
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((64, 256)).astype(np.float16)
+    x = np.maximum(rng.standard_normal(256), 0).astype(np.float16)      # ReLU output: zeros are skipped
+    active = x != 0
+    device = rng.integers(-1, dimms, 256)
+    want = w[:, active].astype(np.float32) @ x[active].astype(np.float32)
+    assert np.allclose(split_gemv(w, x, active, device, dimms), want, rtol=1e-5, atol=1e-4)
+    assert np.allclose(want, w.astype(np.float32) @ x.astype(np.float32), rtol=1e-5, atol=1e-4)
+
+
+# ---- pimc run ------------------------------------------------------------------------------------
+
+def run_json(capsys, spec, *sets):
+    args = [a for s in sets for a in ("--set", s)]
+    status = main(["run", str(SYSTEMS / spec), *args, "--json"])
+    out = capsys.readouterr()
+    return status, (json.loads(out.out) if status == 0 else None), out.err
+
+
+SMALL = ("model.opt_13b.layers=4", "workload.output_len=11")
+
+
+@pytest.mark.parametrize("strategy", ["hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu",
+                                      "hermes_random", "hermes_partition", "hermes_adjustment",
+                                      "hermes_token_adjustment", "hermes_layer_adjustment"])
+def test_every_strategy_runs(capsys, strategy):
+    status, report, err = run_json(capsys, "hermes_ndp_opt_13b.pim", f"mapping.strategy={strategy}", *SMALL)
+    assert status == 0, err
+    for key in ("system", "ttft_s", "tpot_s", "tokens_per_s", "memory_bytes", "utilization", "breakdown_s"):
+        assert key in report
+    assert report["strategy"] == strategy and report["tokens_per_s"] > 0
+    assert report["end_to_end_s"] == pytest.approx(report["ttft_s"] + 10 * report["tpot_s"])
+    if strategy.startswith("hermes") and strategy != "hermes_base":
+        assert 0.5 < report["predictor"]["accuracy"] <= 1
+        assert report["bytes_moved"]["pcie_prefill"] > 0
+
+
+def test_hermes_reports_remapping_and_copies(capsys):
+    status, r, err = run_json(capsys, "hermes_ndp_opt_13b.pim", *SMALL)
+    assert status == 0, err
+    assert r["dimm_imbalance"]["after_remap"] <= r["dimm_imbalance"]["before_remap"]
+    assert r["bytes_moved"]["dimm_link"] > 0 and r["placement"]["status"] == "Optimal"
+    assert r["predictor"]["state_table_bytes"] == 4 * (5120 + 20480) / 2
+    assert r["predictor"]["overhead_fraction"] < 0.01
+
+
+def test_deja_vu_is_for_opt_only(capsys):
+    status, _, err = run_json(capsys, "hermes_ndp_llama2_13b.pim", "mapping.strategy=deja_vu")
+    assert status == 1 and "supports OPT models only" in err and "hermes_ndp.pim:" in err
+    assert "Traceback" not in err
+
+
+def test_falcon_needs_four_dimms(capsys):
+    # [HERMES_NDP] Sec. V-E-1: "deploying Falcon-40B on Hermes necessitates a minimum of four NDP-DIMMs"
+    status, _, err = run_json(capsys, "hermes_ndp_falcon_40b.pim", "memory.hermes_ndp_dimm.count=2",
+                              "workload.output_len=2")
+    assert status == 1 and "do not fit 2 x 32 GiB NDP-DIMMs" in err and "at least 3 DIMMs" in err
+
+
+def test_unknown_param_is_located(capsys):
+    status, _, err = run_json(capsys, "hermes_ndp_opt_13b.pim", "mapping.params.windw_tokens=3")
+    assert status == 1 and "no param 'windw_tokens'" in err and "window_tokens" in err
+
+
+def test_hermes_base_decode_matches_the_bandwidth_arithmetic(capsys):
+    # dense FC of the layers beyond the GPU's ~20 GB over 8 x 4 ranks x 25.6 GB/s, the rest at the GPU's
+    # 1,008 GB/s: the targets' rough 164 ms/token for LLaMA2-70B ((138 - 20) GB / 819 GB/s + 20 GB / 1008 GB/s)
+    status, r, err = run_json(capsys, "hermes_ndp_llama2_70b.pim", "mapping.strategy=hermes_base",
+                              "workload.output_len=3")
+    assert status == 0, err
+    assert r["tpot_s"] == pytest.approx(0.164, rel=0.05)
+    assert r["ndp_share_of_decode_fc"] > 0.8                    # B4: "over 80% of computation to NDP-DIMMs"

@@ -1,0 +1,44 @@
+"""validation/hermes_ndp.json: the cheap runs (no activation trace) and the table regenerate exactly;
+one sparse run and the stated trends hold."""
+import json
+
+import pytest
+
+from pimdsl.validation import hermes_ndp as V
+from tests.conftest import ROOT
+
+COMMITTED = json.loads((ROOT / "validation" / "hermes_ndp.json").read_text())
+
+
+@pytest.mark.parametrize("strategy", V.CHEAP)
+def test_cheap_runs_regenerate(strategy):
+    for model in V.MODELS:
+        ours = V.run(model, strategy, 1)
+        committed = COMMITTED["runs"][V.key(model, strategy, 1)]
+        assert ours["tokens_per_s"] == pytest.approx(committed["tokens_per_s"], rel=1e-9)
+        assert ours["ttft_s"] == pytest.approx(committed["ttft_s"], rel=1e-9)
+
+
+def test_table_regenerates_from_the_runs():
+    assert V.rows(COMMITTED["runs"]) == COMMITTED["rows"]
+
+
+def test_state_table_row_is_exact():
+    row = next(r for r in COMMITTED["rows"] if r["id"] == "N14")
+    assert row["ours"] == 232.0 and row["error"] == 0.0
+
+
+def test_stated_trends():
+    rows = {r["id"]: r for r in COMMITTED["rows"]}
+    assert rows["S1"]["ours"] == 4                             # Falcon-40B needs four DIMMs
+    assert rows["B4"]["ours"] > 0.8                            # Hermes-base: > 80% of the FC on the DIMMs
+    assert rows["E7"]["ours"] > 1 and rows["E4a"]["ours"] > rows["E4b"]["ours"] > 1
+    assert rows["S5"]["ours"] > rows["S4"]["ours"]             # more multipliers help at batch 16, not at 1
+
+
+@pytest.mark.slow
+def test_a_sparse_run_regenerates():
+    ours = V.run("opt_13b", "hermes", 1)
+    committed = COMMITTED["runs"][V.key("opt_13b", "hermes", 1)]
+    assert ours["tokens_per_s"] == pytest.approx(committed["tokens_per_s"], rel=1e-9)
+    assert ours["predictor"] == committed["predictor"]
