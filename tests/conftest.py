@@ -64,3 +64,12 @@ def issued_commands(monkeypatch):
         patch.setenv("PIMDSL_DRAM_ENGINE", "python")      # replays through DeviceState, not the compiled core
         patch.setenv("PIMDSL_TIMING_CACHE", "0")          # every PIM op timed here, none read back
         yield log
+
+
+def flatten(report, prefix=""):
+    """(dotted key, value) of every leaf of a nested report."""
+    for key, value in report.items():
+        if isinstance(value, dict):
+            yield from flatten(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", value

@@ -14,7 +14,7 @@ from pimdsl.interpreter.affine_steps import AffineSteps
 from pimdsl.interpreter.run import compile_step, run_system
 from pimdsl.interpreter.schedule import schedule
 
-from .conftest import ROOT
+from .conftest import ROOT, flatten
 
 GBMAC = ROOT / "tests" / "pim" / "gbmac_system.pim"
 PHONE = ROOT / "specs" / "systems" / "pim_sherpa_llama3_2_1b.pim"
@@ -24,14 +24,6 @@ def system_of(path, sets=()):
     spec, diags = load_spec(str(path), list(sets))
     assert not diags.errors
     return next(iter(spec.systems.values()))
-
-
-def flatten(report, prefix=""):
-    for key, value in report.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def assert_same_report(a: dict, b: dict):

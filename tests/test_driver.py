@@ -9,7 +9,7 @@ import pytest
 
 from pimdsl.cli.main import main
 
-from .conftest import ROOT
+from .conftest import ROOT, flatten
 
 # the phone systems rerun the workload for their host-only baseline (about 10 s each), the larger Hermes
 # NDP systems build their placement program and activation generator over every layer (5-10 s each):
@@ -19,14 +19,6 @@ SYSTEMS = [pytest.param(spec, marks=pytest.mark.slow) if any(h in spec for h in 
            for spec in sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "specs" / "systems").glob("*.pim"))]
 # keep each run to a second or two: few tokens; the serving systems at a small batch
 SMALL = {"neupims": ["workload.batch=4"], "pim_sherpa": ["workload.input_len=8"], "l3_": ["workload.requests=20"]}
-
-
-def flatten(report, prefix=""):
-    for key, value in report.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 @pytest.mark.parametrize("spec", SYSTEMS)

@@ -9,7 +9,7 @@ import pytest
 
 from pimdsl.cli.main import main
 
-from .conftest import ROOT
+from .conftest import ROOT, flatten
 
 GEMV = str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim")
 PHONE = str(ROOT / "specs" / "systems" / "pim_sherpa_llama3_2_1b.pim")
@@ -26,14 +26,6 @@ def read_csv(path):
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         return reader.fieldnames, list(reader)
-
-
-def flatten(report, prefix=""):
-    for key, value in report.items():
-        if isinstance(value, dict):
-            yield from flatten(value, f"{prefix}{key}.")
-        else:
-            yield f"{prefix}{key}", value
 
 
 def test_rows_follow_the_grid_and_equal_pimc_run(tmp_path, capsys):

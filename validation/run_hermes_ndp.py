@@ -14,15 +14,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pimdsl.emit.atomic import atomic_file               # noqa: E402
 from pimdsl.validation import hermes_ndp as V            # noqa: E402
 
 OUT = ROOT / "validation" / "hermes_ndp.json"
 
 
 def write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    with atomic_file(path) as out:
+        out.write(text)
 
 
 def main() -> int:

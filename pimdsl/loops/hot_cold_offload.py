@@ -25,10 +25,11 @@ Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATE
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..interpreter.run import RunResult
 from ..frontend.diagnostics import did_you_mean
 from ..interpreter.host_models import kernel_time, transfer_time
 from ..ir.workload import DTYPE_BYTES, System
@@ -95,12 +96,6 @@ SPARSE = {
     "hermes_layer_adjustment": Switches("ilp", True, "layer", False),
 }
 
-
-@dataclass
-class LoopResult:
-    report: dict
-    intervals: list = field(default_factory=list)
-    pass_times_s: dict = field(default_factory=dict)
 
 
 def _fail(message, span, hint=None):
@@ -518,11 +513,11 @@ def report_common(s: Setup, ttft: float, e2e: float) -> dict:
                              "total": totals["weights"] + totals["kv_cache"]}}
 
 
-def run(system: System, timeline: bool = False, **_) -> LoopResult:
+def run(system: System, timeline: bool = False, **_) -> RunResult:
     s = setup(system)
     if s.strategy in SPARSE:
         report, intervals = sparse_run(s, SPARSE[s.strategy], timeline)
     else:
         from . import offload_baselines
         report, intervals = offload_baselines.run(s, timeline)
-    return LoopResult(report, intervals if timeline else [])
+    return RunResult(report, intervals if timeline else [])

@@ -19,11 +19,12 @@ pass (Sec. V-B-2). An encoder runs one pass.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
+from ..interpreter.run import RunResult
 from ..ir.workload import System
 from ..frontend.diagnostics import did_you_mean
 from ..passes.program import CompileError
@@ -43,12 +44,6 @@ LINKS = 0
 # one inference agent, one daemon, round-robin loading ([PIPELOAD] Sec. III-B): stated, not varied
 FIXED = {"inference_agents": 1, "daemon_agents": 1, "layer_assignment": "round_robin"}
 
-
-@dataclass
-class LoopResult:
-    report: dict
-    intervals: list = field(default_factory=list)
-    pass_times_s: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -231,10 +226,10 @@ def intervals(s: Setup, pred: dict) -> list:
     return out
 
 
-def run(system: System, timeline: bool = False, **_) -> LoopResult:
+def run(system: System, timeline: bool = False, **_) -> RunResult:
     s = setup(system)
     pred = predict(s)
-    return LoopResult(report(s, pred), intervals(s, pred) if timeline else [])
+    return RunResult(report(s, pred), intervals(s, pred) if timeline else [])
 
 
 

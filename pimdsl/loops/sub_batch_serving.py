@@ -24,10 +24,11 @@ request that cannot fit alone in its replica's KV memory is reported as out of m
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..interpreter.run import RunResult
 from ..frontend.diagnostics import did_you_mean
 from ..ir.workload import System
 from ..passes.program import CompileError
@@ -76,12 +77,6 @@ def links_read(system) -> int:
     """The links this loop times: the GPUs' PCIe to the PIM memory and their NVLink, by kind."""
     return leading_links(system, ("pcie", "nvlink"))
 
-
-@dataclass
-class LoopResult:
-    report: dict
-    intervals: list = field(default_factory=list)
-    pass_times_s: dict = field(default_factory=dict)
 
 
 def _fail(message, span, hint=None):
@@ -458,14 +453,14 @@ class Replica:
             raise RuntimeError(f"{self.name}: {len(self.waiting)} requests could never be admitted")
 
 
-def run(system: System, timeline: bool = False, **_) -> LoopResult:
+def run(system: System, timeline: bool = False, **_) -> RunResult:
     mode, costs, dp, multiple, how, requests = setup(system)
     profiles = Profiles(seed=system.workload.seed)
     replicas = [Replica(f"replica{r}", system, mode, costs, requests[r::dp], multiple, how, profiles, timeline)
                 for r in range(dp)]
     for rep in replicas:
         rep.run()
-    return LoopResult(report(system, mode, costs, requests, replicas, profiles),
+    return RunResult(report(system, mode, costs, requests, replicas, profiles),
                       [i for rep in replicas for i in (rep.intervals or [])])
 
 
