@@ -14,7 +14,7 @@ from .conftest import ROOT, flatten
 # the phone systems rerun the workload for their host-only baseline (about 10 s each), the larger Hermes
 # NDP systems build their placement program and activation generator over every layer (5-10 s each):
 # CI's slow step
-HEAVY = ("pim_sherpa", "hermes_ndp_opt_30b", "hermes_ndp_opt_66b", "hermes_ndp_falcon_40b", "hermes_ndp_llama2_70b")
+HEAVY = ("pim_sherpa", "hermes_ndp")
 SYSTEMS = [pytest.param(spec, marks=pytest.mark.slow) if any(h in spec for h in HEAVY) else spec
            for spec in sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "specs" / "systems").glob("*.pim"))]
 # keep each run to a second or two: few tokens; the serving systems at a small batch

@@ -10,6 +10,7 @@ from pimdsl import fuzz
 CASES = 250                    # about 40 s on a loaded two-core machine
 
 
+@pytest.mark.slow                  # about 15 s: CI's slow step
 def test_fuzzed_inputs_give_located_diagnostics_not_tracebacks():
     failures = fuzz.fuzz(CASES, seed=20, timeout=15)
     assert not failures, "\n".join(map(str, failures))

@@ -190,7 +190,7 @@ def test_timeline_of_one_layer_has_thread_tracks(tmp_path):
     assert "L1.q_proj" in names and "smc:L1.q_proj" in names and not any(n.startswith("L0.") for n in names)
 
 
-@pytest.mark.parametrize("op", ["L0.k_proj", "L0.q_proj"])
+@pytest.mark.parametrize("op", ["L0.k_proj", pytest.param("L0.q_proj", marks=pytest.mark.slow)])
 def test_decode_gemv_of_the_compiled_model_through_the_commands_equals_numpy(op):
     """The compiler's own layout of a decode FC layer (allocated rows, K/V padding) computed command by
     command on numpy banks equals numpy in the same accumulation order, bit for bit."""

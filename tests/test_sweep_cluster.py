@@ -16,6 +16,7 @@ GRID = ["--set", "gemv.out=1024", "--grid", "gemv.in=64:320:64",
         "--grid", "AQUABOLT_XL.clock=1200 MHz,1000 MHz,800 MHz,500 MHz"]
 
 
+@pytest.mark.slow                  # a LocalCluster start and twenty points, about 9 s: CI's slow step
 def test_twenty_points_on_a_local_cluster_equal_the_local_pool(tmp_path, capsys):
     local, remote = tmp_path / "local.csv", tmp_path / "remote.csv"
     assert main(["sweep", GEMV, *GRID, "-o", str(local), "-j", "2"]) == 0
