@@ -53,7 +53,7 @@ class PimWork:
     """
     op: str
     memory: str
-    family: str                    # program (declared), or the built-in mode_protocol
+    family: str                    # program: the unit's declared program, expanded
     stream: Callable[[int], list]  # channel -> items (commands and loops)
     key: tuple
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 
 from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
-from ..lowering.mode_protocol_gemv import GemvLayout
 from ..ir.pim_program import evaluate
 from ..lowering.pim_program import environment
 from .program import CompileError, Program
@@ -91,9 +90,6 @@ def run(program: Program) -> Program:
         alloc = attrs["alloc"] = done[key]
         if attrs.get("family") == "program":
             attrs["first_row"] = alloc.first_row
-        elif attrs.get("family") == "mode_protocol":
-            rows = attrs["tiling"]
-            attrs["tiling"] = replace(rows, first_row=alloc.first_row, out_row=alloc.first_row + rows.weight_rows)
     program.buffers = _buffers(program, program.home("weights"), regions)
     program.memory_bytes = {"weights": weights, "buffers": sum(b.size_bytes for b in program.buffers),
                             "kv_cache": kv_cache_bytes(program),
@@ -106,9 +102,6 @@ def _allocate(memory: Memory, region: _Region, attrs: dict, op) -> Allocation:
     what = f"weight {op.weight} ({nbytes / 2**20:.1f} MiB)"
     if attrs.get("family") == "program":
         return _rows(memory, region, attrs, op, declared_rows(memory, attrs["program"], attrs["tiling"]), what)
-    if attrs.get("family") == "mode_protocol":
-        tiling: GemvLayout = attrs["tiling"]
-        return _rows(memory, region, attrs, op, tiling.weight_rows + tiling.result_rows, what)
     return Allocation(attrs["region"], op.weight, region.take(nbytes, 64, what), nbytes)
 
 

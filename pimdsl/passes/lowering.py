@@ -2,7 +2,7 @@
 
 Assumes allocation (PIM GEMV layouts carry their rows). Guarantees: every op
 has `lowered`: a `PimWork` for ops on PIM (the stream of one channel, built
-lazily, per the family's lowering module), a `Kernel` for ops on a
+lazily by the generic expander from the unit's declared program), a `Kernel` for ops on a
 processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
 m times (PIM units hold one input vector at a time).
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
-from ..lowering.mode_protocol_gemv import gemv_program
 from ..lowering.stream import Loop
 from .program import Program
 from .strategy import noncacheable_read_bandwidth, smc_bandwidth
@@ -68,8 +67,4 @@ def _pim_work(memory, name, op, attrs) -> PimWork:
         shape = dict(s) if times == 1 else {**s, "m": 1}
         stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
         key = (fam, declared.op_class, *sorted(shape.items()), times)
-    elif fam == "mode_protocol":
-        m = s.get("m", 1)
-        stream = lambda ch: _repeat(gemv_program(memory, tiling, ch, op=name), m, name)
-        key = (fam, s["n"], s["k"], m)
     return PimWork(name, memory.name, fam, stream, key)

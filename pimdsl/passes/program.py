@@ -4,8 +4,8 @@ A `Program` holds the system, the step (phase, batch, new tokens, KV
 context) and its NetworkX op graph. Each pass adds node attributes:
 
   placement   device      processor name, or `pim:<memory>`
-  tiling      tiling      PIM tile shapes (family-specific), PIM ops only
-              family      the PIM command family: `program` (declared in the unit) or a built-in one
+  tiling      tiling      the op's shape, for its declared PIM program (PIM ops only)
+              family      `program`: the op runs the unit's declared program
               program     the unit's declared PimProgram for the op (family `program`)
   layout      region      the region that holds the op's weights
               layout      host_friendly or pim_aware

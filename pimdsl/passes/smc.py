@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 
 from ..graph.build import Op
-from ..interpreter.smc import pim_aware_bytes, smc_traffic_bytes
+from ..interpreter.smc import smc_traffic_bytes
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.pim_program import tensor_rows
 from .allocation import row_stride
@@ -42,12 +42,10 @@ def traffic_bytes(memory, attrs) -> int:
     """Source (PIM-aware weight rows, padding included) + 2 x destination (host-friendly weights)."""
     op = attrs["op"]
     dest = int(math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype]))
-    tiling = attrs.get("tiling")
+    source = attrs["alloc"].size_bytes
     if attrs.get("family") == "program":      # the rows the declared layout spans, padding included
         rows = tensor_rows(memory, attrs["program"], attrs["tiling"], "weight")
-        source = rows * row_stride(memory) if rows is not None else attrs["alloc"].size_bytes
-    else:
-        source = pim_aware_bytes(memory, tiling) if tiling is not None else attrs["alloc"].size_bytes
+        source = rows * row_stride(memory) if rows is not None else source
     return smc_traffic_bytes(source, dest)
 
 

@@ -7,35 +7,21 @@ reads a PIM-aware copy of a GEMV weight (a single-copy weight strategy) gets
 the same `family` and `tiling` as the PIM op on that weight would, so the copy
 is laid out and allocated alike in every step.
 
-A unit that declares PIM programs (LANGUAGE.md, PIM programs) gets family
-`program`: the op's `program` is the unit's program for its class (a GEMM
-without one runs the GEMV program once per token), its `tiling` the op's
-shape, and every problem of every op (no program for the class, a layout
-that does not cover the weight, a tile outside the declared state) is
-reported at once. A unit without programs keeps the one built-in family,
-`mode_protocol` (mode commands, a MAC read among them: GEMV), until its last users
-(the swizzled-copy model and its values executor) move to declared layouts.
+A unit's PIM programs (LANGUAGE.md, PIM programs) are how its ops run: an
+op on PIM gets family `program`, its `program` the unit's program for its
+class (a GEMM without one runs the GEMV program once per token), its `tiling`
+the op's shape, and every problem of every op (no program for the class, a
+layout that does not cover the weight, a tile outside the declared state, a
+unit with no programs at all) is reported at once.
 """
 from __future__ import annotations
 
 import math
 import weakref
 
-from ..ir.hardware import PimUnit
-from ..lowering.mode_protocol_gemv import GemvLayout, LoweringError
 from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
 from ..lowering.pim_program import check, environment, layout_problem
 from .program import CompileError, Program
-
-FAMILY_KINDS = {"mode_protocol": ("gemv", "gemm")}
-
-
-def family(pim: PimUnit) -> str:
-    if not pim.commands:
-        raise CompileError(f"PIM unit '{pim.name}' declares neither commands nor programs", pim.span,
-                           "declare its commands and a `program gemv { ... }` (LANGUAGE.md, PIM programs)")
-    return "mode_protocol"
-
 
 def run(program: Program) -> Program:
     memory = program.pim_memory
@@ -54,23 +40,8 @@ def run(program: Program) -> Program:
                 n, k = matrices[op.weight]
                 attrs["family"], attrs["program"] = "program", program_for(memory.pim, "gemv")
                 attrs["tiling"] = {"n": n, "k": k, "m": 1}
-            elif single_copy and not memory.pim.programs and memory.pim.commands and family(memory.pim) == "mode_protocol":
-                attrs["family"] = "mode_protocol"
-                attrs["tiling"] = GemvLayout.of(memory, *matrices[op.weight])
             continue
-        if memory.pim.programs:
-            problems += _declared(program, memory, name, op, attrs, checked)
-            continue
-        fam = family(memory.pim)
-        if op.kind not in FAMILY_KINDS[fam]:
-            raise CompileError(f"op {name} ({op.kind}) cannot run on PIM unit '{memory.pim.name}': its "
-                               f"{fam} command family lowers {' and '.join(FAMILY_KINDS[fam])}",
-                               memory.pim.span, "map this op class to a processor in the mapping")
-        attrs["family"] = fam
-        try:
-            attrs["tiling"] = _tiling(fam, memory, op)
-        except LoweringError as exc:
-            raise CompileError(f"op {name}: {exc}", memory.pim.span) from None
+        problems += _declared(program, memory, name, op, attrs, checked)
     if problems:
         raise CompileError(problems[0].message, problems[0].span, problems[0].hint, problems[1:])
     return program
@@ -102,8 +73,8 @@ def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set
                    f" (programs are written for {', '.join(OP_SHAPES)})")
         return [CompileError(f"op {name} ({op.kind}) is placed on PIM unit '{pim.name}', which has no program "
                              f"for {op.kind}", mapping.span if mapping else pim.span,
-                             f"unit '{pim.name}' runs {', '.join(p.op_class for p in pim.programs)}: map "
-                             f"{op.kind} to a processor{declare}")]
+                             f"unit '{pim.name}' runs {', '.join(p.op_class for p in pim.programs) or 'no op class (it declares no programs)'}: "
+                             f"map {op.kind} to a processor{declare} (LANGUAGE.md, PIM programs)")]
     attrs["family"], attrs["program"], attrs["tiling"] = "program", declared, dict(op.shape)
     key = (declared.op_class, tuple(sorted(op.shape.items())))
     if key in checked:
@@ -143,7 +114,3 @@ def _layout_problem(memory, declared, shape, tensor: str, dims: tuple[int, ...])
     if math.prod(dims) <= EXHAUSTIVE_ELEMENTS:
         return layout_problem(memory, declared, shape, tensor, dims)
     return layout_problem(memory, declared, shape, tensor, dims, edges=64)
-
-
-def _tiling(fam, memory, op):
-    return GemvLayout.of(memory, op.shape["n"], op.shape["k"])
