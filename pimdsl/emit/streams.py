@@ -22,9 +22,13 @@ from ..ir.hardware import Memory
 from ..lowering.stream import Loop, unroll
 
 
+# the Command field each declared argument shows (others show "-")
+_ARG_FIELDS = {"row": "row", "column": "column", "reg": "column", "k": "column", "estimate": "estimate"}
+
+
 def _args(decl, c: Command) -> str:
-    values = {"row": c.row, "column": c.column, "reg": c.column, "k": c.column, "estimate": c.estimate}
-    return " ".join(f"{a}={values.get(a, '-')}" for a in decl.args) if decl else ""
+    return " ".join(f"{a}={getattr(c, _ARG_FIELDS[a]) if a in _ARG_FIELDS else '-'}" for a in decl.args) \
+        if decl else ""
 
 
 def _decls(memory: Memory) -> dict:

@@ -11,6 +11,7 @@ so a layout can be checked for a whole tensor at once.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -42,14 +43,13 @@ Expr = Union[Num, Name, Apply]
 FUNCTIONS = {"cdiv": 2, "mod": 2, "min": 2, "max": 2}
 
 
-def _floordiv(a, b):
-    return a // b
+def _cdiv(a, b):
+    return -(-a // b)
 
 
 _OPS = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _floordiv,
-    "^": lambda a, b: a ** b, "neg": lambda a: -a, "mod": lambda a, b: a % b,
-    "cdiv": lambda a, b: -(-a // b), "min": np.minimum, "max": np.maximum,
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.floordiv, "^": operator.pow,
+    "neg": operator.neg, "mod": operator.mod, "cdiv": _cdiv, "min": np.minimum, "max": np.maximum,
 }
 
 
@@ -82,19 +82,27 @@ def _closure(expr: Expr):
         value = expr.value
         return lambda env: value
     if isinstance(expr, Name):
-        name = expr.name
-        return lambda env: env[name]
+        return operator.itemgetter(expr.name)
     fn, args = _OPS[expr.op], [_closure(a) for a in expr.args]
     if len(args) == 1:
         a = args[0]
         return lambda env: fn(a(env))
     a, b = args
     if expr.op in ("/", "mod", "cdiv"):
-        def checked(env, span=expr.span, op=expr.op):
-            x, y = a(env), b(env)
-            if (y == 0) if isinstance(y, int) else np.any(np.asarray(y) == 0):
+        divisor = expr.args[1]
+        if isinstance(divisor, Num) and divisor.value != 0:       # a constant divisor needs no check
+            value = divisor.value
+            return lambda env: fn(a(env), value)
+        span, op = expr.span, expr.op
+
+        def checked(env):
+            y = b(env)
+            if type(y) is int:
+                if not y:
+                    raise ProgramError(f"division by zero in '{op}'", span)
+            elif np.any(np.asarray(y) == 0):
                 raise ProgramError(f"division by zero in '{op}'", span)
-            return fn(x, y)
+            return fn(a(env), y)
         return checked
     if expr.op in ("min", "max"):
         pick = min if expr.op == "min" else max

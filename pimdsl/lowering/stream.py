@@ -15,6 +15,7 @@ shape, and `check_uniform` verifies it (the fast timer relies on it).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import chain
 from typing import Callable, Iterable, Iterator, Union
 
 from ..interpreter.command_stream import Command
@@ -37,13 +38,17 @@ Item = Union[Command, Loop]
 
 
 def unroll(items: Iterable[Item]) -> Iterator[Command]:
-    """Every command of a stream, in program order."""
-    for item in items:
-        if isinstance(item, Loop):
-            for i in range(item.count):
-                yield from unroll(item.body(i))
-        else:
+    """Every command of a stream, in program order (a stack of iterators, not nested generators:
+    a whole model's stream is millions of commands deep in loops)."""
+    stack = [iter(items)]
+    while stack:
+        for item in stack[-1]:
+            if type(item) is Loop:
+                stack.append(chain.from_iterable(map(item.body, range(item.count))))
+                break
             yield item
+        else:
+            stack.pop()
 
 
 def shape_of(items: Iterable[Item]) -> tuple:
