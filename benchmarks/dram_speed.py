@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pimdsl.interpreter.memory_system import default_engine, replay      # noqa: E402
-from pimdsl.interpreter.traces import read_trace                          # noqa: E402
+from pimdsl.interpreter.dram.memory_system import default_engine, replay      # noqa: E402
+from pimdsl.interpreter.dram.traces import read_trace                          # noqa: E402
 from pimdsl.validation import dram_reference as V                        # noqa: E402
 
 

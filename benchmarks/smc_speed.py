@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.mode_protocol_values import channel_banks
-from pimdsl.interpreter.smc import swizzled_copy
+from pimdsl.interpreter.values.mode_protocol import channel_banks
+from pimdsl.interpreter.values.smc import swizzled_copy
 from pimdsl.lowering.mode_protocol_gemv import GemvLayout
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,14 +3,14 @@
 The loop is chosen from the spec, never by the command: a mapping's `loop = NAME` selects a
 registered run loop (`pimdsl/loops/`); a serving strategy runs the iteration-level serving loop
 (`pimdsl/serving/`); anything else compiles and times the prefill and decode steps
-(`interpreter/run.py`). Every result has `.report`, `.intervals` and `.pass_times_s`.
+(`loops/step_run.py`). Every result has `.report`, `.intervals` and `.pass_times_s`.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from . import loops
-from .interpreter.run import run_system
+from .loops.step_run import run_system
 from .loops import step
 from .serving import neupims_serving
 from .serving.neupims_serving import is_serving_strategy, simulate

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import dram_state
+from pimdsl.interpreter.dram import state as dram_state
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -100,7 +100,7 @@ def test_device_and_fifo_as_spec_or_trace(capsys, files, tmp_path):
 
 def test_a_huge_file_is_refused_by_its_size(capsys, files, monkeypatch):
     from pimdsl.frontend import syntax
-    from pimdsl.interpreter import traces
+    from pimdsl.interpreter.dram import traces
     monkeypatch.setattr(traces, "TRACE_LIMIT_BYTES", 64)
     trace = files("big.trace", "0x40 READ 0\n" * 10)
     code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3")

@@ -1,8 +1,8 @@
 """The compiled DRAM core against the pure-Python engine it stands in for: identical command logs.
 
 Each case replays a prefix of a reference trace (random mixes, bank conflicts, streams; one and
-eight channels) under one set of controller options, once through `dram_controller` (the
-reference) and once through `dram_core`, and compares every issued command, every request's
+eight channels) under one set of controller options, once through `interpreter/dram/controller.py` (the
+reference) and once through `interpreter/dram/core.py`, and compares every issued command, every request's
 acceptance and completion cycle and the command counts.
 """
 from __future__ import annotations
@@ -13,8 +13,8 @@ pytest.importorskip("numba")
 
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
 from pimdsl.frontend.resources import specs_dir                      # noqa: E402
-from pimdsl.interpreter.memory_system import replay                  # noqa: E402
-from pimdsl.interpreter.traces import Trace, read_trace              # noqa: E402
+from pimdsl.interpreter.dram.memory_system import replay                  # noqa: E402
+from pimdsl.interpreter.dram.traces import Trace, read_trace              # noqa: E402
 from pimdsl.validation import dram_reference as V                   # noqa: E402
 
 PER_BANK = ["queue_structure=per_bank", "command_queue_depth=8", "row_hit_cap=4", "write_drain_high=1.0",

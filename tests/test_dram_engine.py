@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
-from pimdsl.interpreter.command_stream import Command, StreamError, time_commands
-from pimdsl.interpreter.memory_system import replay
-from pimdsl.interpreter.traces import Trace, TraceError, read_trace
+from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
+from pimdsl.interpreter.dram.command_stream import time_commands
+from pimdsl.ir.commands import Command, StreamError
+from pimdsl.interpreter.dram.memory_system import replay
+from pimdsl.interpreter.dram.traces import Trace, TraceError, read_trace
 
 from .conftest import ROOT, issued_commands
 from .test_dram_rules import oracle_delay
@@ -240,7 +241,7 @@ def test_pimc_dram_errors_exit_1(tmp_path):
 
 
 def test_identical_channels_shortcut_equals_the_full_simulation():
-    from pimdsl.interpreter.memory_system import _replay, identical_channels
+    from pimdsl.interpreter.dram.memory_system import _replay, identical_channels
     mem = memory("hbm2")
     per_channel = [(k // 40, k % 3 == 2, (k * 5) % 16, k // 97, k % 32) for k in range(600)]
     rows = [r for r in per_channel for _ in range(8)]

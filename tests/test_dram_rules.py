@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.dram_state import DeviceState
-from pimdsl.interpreter.dram_tables import SCOPE_LEVEL, ChannelTables
+from pimdsl.interpreter.dram.state import DeviceState
+from pimdsl.interpreter.dram.tables import SCOPE_LEVEL, ChannelTables
 
 from .conftest import ROOT
 

@@ -12,10 +12,10 @@ import random
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import dram_state
-from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
-from pimdsl.interpreter.memory_system import replay
-from pimdsl.interpreter.traces import Trace
+from pimdsl.interpreter.dram import state as dram_state
+from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
+from pimdsl.interpreter.dram.memory_system import replay
+from pimdsl.interpreter.dram.traces import Trace
 
 from .conftest import ROOT
 from .test_dram_engine import _address

@@ -19,9 +19,9 @@ import pytest
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.frontend.resources import specs_dir
-from pimdsl.interpreter.dram_tables import ChannelTables, find_roles
-from pimdsl.interpreter.memory_system import replay
-from pimdsl.interpreter.traces import Trace, read_trace
+from pimdsl.interpreter.dram.tables import ChannelTables, find_roles
+from pimdsl.interpreter.dram.memory_system import replay
+from pimdsl.interpreter.dram.traces import Trace, read_trace
 from pimdsl.validation import dram_reference as V
 
 from .conftest import ROOT

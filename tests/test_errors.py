@@ -12,7 +12,7 @@ import pytest
 import pimdsl
 from pimdsl.cli import run as run_cmd, sweep
 from pimdsl.cli.main import main
-from pimdsl.interpreter.host_models import ModelError
+from pimdsl.interpreter.host.models import ModelError
 from pimdsl.ir.errors import PimdslError, Span
 
 from .conftest import ROOT

@@ -73,7 +73,7 @@ def test_staggered_refresh_is_a_controller_option(aquabolt):
     """[REFDATA] pim README Sec. 3: the computing rank's first refresh is due at tREFI / 2 (2 ranks,
     staggered), which puts one refresh inside the 4096 x 1024 kernel (3,685 cycles); unstaggered, none."""
     from dataclasses import replace
-    from pimdsl.interpreter.command_stream import CommandTimer
+    from pimdsl.interpreter.dram.command_stream import CommandTimer
     assert CommandTimer(aquabolt, refresh="blocking").dues(0) == [1950, 3900]
     plain = replace(aquabolt, controller=replace(aquabolt.controller, refresh_stagger=False))
     assert CommandTimer(plain, refresh="blocking").dues(0) == [3900, 3900]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.host_models import ModelError, kernel_time, peak_dtype, transfer_time
+from pimdsl.interpreter.host.models import ModelError, kernel_time, peak_dtype, transfer_time
 from pimdsl.lowering.records import Kernel
 
 from .conftest import ROOT

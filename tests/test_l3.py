@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.command_stream import Command, time_commands
+from pimdsl.interpreter.dram.command_stream import time_commands
+from pimdsl.ir.commands import Command
 from pimdsl.ir.workload import Workload
 from pimdsl.loops import dimm_pim_costs as dc
 from pimdsl.loops.sub_batch_serving import STRATEGIES, decode_iteration_s, setup

@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.graph.build import SOFTMAX_FLOPS
-from pimdsl.interpreter.host_models import kernel_time
+from pimdsl.interpreter.host.models import kernel_time
 from pimdsl.lowering.records import Kernel
-from pimdsl.passes.program import CompileError
+from pimdsl.ir.errors import CompileError
 from pimdsl.serving import greedy_min_load, mha_latency, mha_tile_counts, round_robin
 from pimdsl.serving.neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
 from pimdsl.serving.neupims_serving import schedule_chains

@@ -14,9 +14,9 @@ from functools import lru_cache
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.command_stream import Command, StreamError
-from pimdsl.interpreter.dram_tables import SCOPE_LEVEL
-from pimdsl.interpreter.interleave import contention, sequential_reads, time_interleaved, timer_for
+from pimdsl.ir.commands import Command, StreamError
+from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
+from pimdsl.interpreter.dram.interleave import contention, sequential_reads, time_interleaved, timer_for
 from pimdsl.serving.neupims_costs import attention_stream, vector_banks
 
 from .conftest import ROOT, issued_commands

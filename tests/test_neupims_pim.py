@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pimdsl.interpreter.command_stream import StreamError
+from pimdsl.ir.commands import StreamError
 from pimdsl.serving.neupims_costs import attention_lets, attention_stream
 from pimdsl.validation import neupims as N
 
@@ -47,7 +47,8 @@ def test_period_and_the_strict_precharge_rule(memory):
 
 
 def test_a_gemv_without_its_rows_open_is_a_lowering_bug(memory):
-    from pimdsl.interpreter.command_stream import Command, CommandTimer
+    from pimdsl.interpreter.dram.command_stream import CommandTimer
+    from pimdsl.ir.commands import Command
     pim = memory.pim
     timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows)
     with pytest.raises(StreamError, match="PIM_GEMV to bank 0, which has no open row"):

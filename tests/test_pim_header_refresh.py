@@ -12,8 +12,9 @@ import dataclasses
 
 import pytest
 
-from pimdsl.interpreter.command_stream import Command, CommandTimer, StreamError
-from pimdsl.interpreter.stream_timer import StreamTimer
+from pimdsl.interpreter.dram.command_stream import CommandTimer
+from pimdsl.ir.commands import Command, StreamError
+from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.lowering.pim_program import expand
 from pimdsl.lowering.stream import Loop, check_uniform, unroll
 from pimdsl.serving.neupims_costs import attention_shape, attention_stream

@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.command_stream import CommandTimer
-from pimdsl.interpreter.pim_values import NUMPY_DTYPES, hbm_pim_gemv_reference
-from pimdsl.interpreter.program_values import run_gemv
-from pimdsl.interpreter.stream_timer import StreamTimer
+from pimdsl.interpreter.dram.command_stream import CommandTimer
+from pimdsl.interpreter.values.banks import NUMPY_DTYPES, hbm_pim_gemv_reference
+from pimdsl.interpreter.values.programs import run_gemv
+from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.lowering.pim_program import check, expand, layout_problem
 from pimdsl.lowering.stream import count_commands
 

@@ -1,7 +1,7 @@
 """Values through the HBM-PIM commands equal numpy on random shapes (the NeuPIMs attention
 programs' values are tests/test_attention_programs.py).
 
-Exact against numpy in the executor's accumulation order (the docstring of pim_values), and within the datatype's tolerance against a float64 product: so a misplaced
+Exact against numpy in the executor's accumulation order (the docstring of interpreter/values/banks.py), and within the datatype's tolerance against a float64 product: so a misplaced
 weight, a wrong register or a skipped tile fails, while rounding differences of the order do not
 hide them.
 """
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter import pim_values as PV
-from pimdsl.interpreter import program_values as PVX
-from pimdsl.interpreter.program_values import run_gemv
+from pimdsl.interpreter.values import banks as PV
+from pimdsl.interpreter.values import programs as PVX
+from pimdsl.interpreter.values.programs import run_gemv
 from pimdsl.lowering.pim_program import expand
 from pimdsl.lowering.stream import unroll
 

@@ -10,7 +10,7 @@ import pytest
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.run import run_system
+from pimdsl.loops.step_run import run_system
 
 from .conftest import ROOT
 

@@ -13,11 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.pim_values import NUMPY_DTYPES
-from pimdsl.interpreter.mode_protocol_values import channel_banks, place_weights
-from pimdsl.interpreter.smc import pim_aware_address, pim_aware_bytes, smc_traffic_bytes, swizzled_copy
+from pimdsl.interpreter.values.banks import NUMPY_DTYPES
+from pimdsl.interpreter.values.mode_protocol import channel_banks, place_weights
+from pimdsl.interpreter.values.smc import pim_aware_address, pim_aware_bytes, smc_traffic_bytes, swizzled_copy
 from pimdsl.lowering.mode_protocol_gemv import GemvLayout
-from pimdsl.passes.allocation import decode_address
+from pimdsl.ir.addresses import decode_address
 
 from .conftest import ROOT
 

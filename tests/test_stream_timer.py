@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.command_stream import Command, CommandTimer
-from pimdsl.interpreter.pim_values import NUMPY_DTYPES, hbm_pim_gemv_reference
-from pimdsl.interpreter.mode_protocol_values import ModeProtocolExecutor, channel_banks, place_weights, read_result
-from pimdsl.interpreter.stream_timer import StreamTimer
+from pimdsl.interpreter.dram.command_stream import CommandTimer
+from pimdsl.ir.commands import Command
+from pimdsl.interpreter.values.banks import NUMPY_DTYPES, hbm_pim_gemv_reference
+from pimdsl.interpreter.values.mode_protocol import ModeProtocolExecutor, channel_banks, place_weights, read_result
+from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.lowering.mode_protocol_gemv import GemvLayout, Protocol, gemv_program
 from pimdsl.lowering.stream import Loop, check_uniform, count_commands, unroll
 

@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from pimdsl.emit.timeline import Interval, chrome_trace, split_resource
+from pimdsl.emit.timeline import chrome_trace, split_resource
+from pimdsl.ir.intervals import Interval
 
 INTERVALS = [
     Interval("cpu:s24_cpu", "L0.q_proj", 0.0, 122.9e-6, "gemv", {"bytes": 8388608}),

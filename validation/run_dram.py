@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
 from pimdsl.frontend.resources import specs_dir                      # noqa: E402
-from pimdsl.interpreter.memory_system import replay                   # noqa: E402
-from pimdsl.interpreter.traces import read_trace                      # noqa: E402
+from pimdsl.interpreter.dram.memory_system import replay                   # noqa: E402
+from pimdsl.interpreter.dram.traces import read_trace                      # noqa: E402
 from pimdsl.validation import dram_reference as V                    # noqa: E402
 
 # The two controller structures, as `--set` overrides ([REFDATA] dram README Sec. 8.1, 8.4).

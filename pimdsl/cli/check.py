@@ -15,7 +15,7 @@ import sys
 from .. import unread
 from ..driver import loop_module
 from ..frontend.pipeline import load_spec
-from ..interpreter.run import step_program
+from ..loops.step_run import step_program
 from ..loops import step
 from ..passes.manager import PassManager
 from ..ir.errors import PimdslError

@@ -28,10 +28,11 @@ from ..emit.atomic import atomic_folder
 from ..emit.streams import chunks, request_lines, structured_lines, timed_lines
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
-from ..interpreter.run import compile_step, memory_bytes
+from ..loops.step_run import compile_step, memory_bytes
 from ..lowering.records import Kernel, PimWork, Transfer
 from ..lowering.stream import count_commands
-from ..passes.program import CompileError, Program
+from ..passes.program import Program
+from ..ir.errors import CompileError
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
 
 

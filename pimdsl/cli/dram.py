@@ -10,9 +10,9 @@ import sys
 
 from ..emit.templates import write_atomic
 from ..frontend.diagnostics import did_you_mean
-from ..interpreter.dram_tables import EngineError
-from ..interpreter.memory_system import compiled_core_is_cached, default_engine, replay
-from ..interpreter.traces import FORMATS, TraceError, read_trace
+from ..interpreter.dram.tables import EngineError
+from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
+from ..interpreter.dram.traces import FORMATS, TraceError, read_trace
 from .loading import load_reported
 from .system import add_max_work, output_file
 

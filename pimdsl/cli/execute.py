@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from .. import loops
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from .system import load_system, report_compile_error
 
 

@@ -16,7 +16,7 @@ import sys
 from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
 from ..driver import kind_of_run, run_loaded
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from ..serving.requests import RequestsError
 from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
 

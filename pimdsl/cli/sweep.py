@@ -52,9 +52,9 @@ from contextlib import redirect_stderr
 from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean, render_error
 from ..ir.errors import PimdslError
-from ..interpreter.budget import DEFAULT_MAX_WORK
+from ..budget import DEFAULT_MAX_WORK
 from ..driver import run_loaded
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from ..serving.requests import RequestsError
 from .executors import ClusterError, open_executor
 from .system import add_max_work, load_system, output_file, report_compile_error

@@ -9,9 +9,9 @@ import sys
 
 from .. import unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
-from ..interpreter.budget import DEFAULT_MAX_WORK, Estimate, run_estimate
+from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from .loading import load_reported
 
 

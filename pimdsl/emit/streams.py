@@ -16,7 +16,8 @@ from array import array
 from itertools import islice
 from typing import Iterable, Iterator
 
-from ..interpreter.command_stream import Command, CommandTimer
+from ..interpreter.dram.command_stream import CommandTimer
+from ..ir.commands import Command
 from ..interpreter.op_timing import refresh_policy
 from ..ir.hardware import Memory
 from ..lowering.stream import Loop, unroll

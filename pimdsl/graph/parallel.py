@@ -12,7 +12,7 @@ import dataclasses
 import math
 
 from ..ir.workload import Model, System
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 
 PARAMS = {"tp": "tensor-parallel devices (Megatron-style)", "pp": "pipeline stages"}
 

@@ -23,9 +23,9 @@ from ..ir.hardware import Memory
 from ..ir.workload import System
 from ..lowering.records import Kernel, PimWork, Transfer
 from . import timing_cache
-from .command_stream import CommandTimer
-from .host_models import KernelTime, kernel_time, transfer_time
-from .stream_timer import StreamTimer
+from .dram.command_stream import CommandTimer
+from .host.models import KernelTime, kernel_time, transfer_time
+from .dram.stream_timer import StreamTimer
 
 
 @dataclass(frozen=True)

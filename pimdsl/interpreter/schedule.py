@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from ..emit.timeline import Interval
+from ..ir.intervals import Interval
 from ..passes.program import Program
 
 

@@ -36,3 +36,8 @@ class PimdslError(Exception):
 
     def all(self) -> tuple["PimdslError", ...]:
         return (self, *self.others)
+
+
+class CompileError(PimdslError):
+    """A problem of the spec found while compiling a step; `others`: further problems found in the
+    same pass, reported with this one (all in one run)."""

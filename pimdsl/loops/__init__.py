@@ -4,7 +4,7 @@ A loop module provides `run(system, timeline=False) -> result with .report, .int
 .pass_times_s`, declares what it reads of a spec (`STRATEGIES`, `PARAMS`, `OP_CLASSES`, `LINKS`;
 `pimdsl/unread.py` warns about the rest), and may provide `execute(system, options) -> int` to
 perform the run for real on this machine (`pimc execute`). `step` (the default) is the
-step-compilation loop of `interpreter/run.py`, declared in `loops/step.py`; the driver calls it
+step-compilation loop of `loops/step_run.py`, declared in `loops/step.py`; the driver calls it
 directly.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ def names() -> tuple[str, ...]:
 
 def for_system(system):
     """The loop a system's mapping selects (None: the step loop); a located error for an unknown name."""
-    from ..passes.program import CompileError
+    from ..ir.errors import CompileError
     from ..frontend.diagnostics import did_you_mean
     mapping = system.mapping
     name = mapping.loop if mapping is not None else "step"

@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from ..interpreter.command_stream import Command, time_commands
+from ..interpreter.dram.command_stream import time_commands
+from ..ir.commands import Command
 from ..ir.hardware import Memory
 
 

@@ -11,7 +11,7 @@ split like the QKV; the layer output reduced on the NDP side (Sec. IV-A-2, Fig. 
 
 Times (what each covers):
   GPU block     active hot bytes at the GPU's memory bandwidth, or its FLOPs at peak x efficiency
-                (host_models roofline), + 2 T_sync (Eq. 3; T_sync = the PCIe link's latency);
+                (interpreter/host/models.py roofline), + 2 T_sync (Eq. 3; T_sync = the PCIe link's latency);
   DIMM block    per DIMM max(active cold bytes / (ranks x channel rate), MACs / MAC rate), the slowest
                 DIMM bounds the block (Eq. 2). The centre-buffer core reads its ranks in parallel
                 ([HERMES_NDP] Sec. IV-A); MAC rate = lanes x clock / tMAC of the declared NDP core;
@@ -29,12 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..interpreter.run import RunResult
+from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
-from ..interpreter.host_models import kernel_time, transfer_time
+from ..interpreter.host.models import kernel_time, transfer_time
 from ..ir.workload import DTYPE_BYTES, System
 from ..lowering.records import Kernel
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from ..sparsity import activations, neuron_placement
 from ..sparsity.activation_predictor import Predictor
 from ..sparsity.window_remap import imbalance, loads, remap
@@ -352,7 +352,7 @@ def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
 
 
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
-    from ..emit.timeline import Interval
+    from ..ir.intervals import Interval
     m, wl, p = s.system.model, s.system.workload, s.params
     b = wl.batch
     host = sw.cold == "host"

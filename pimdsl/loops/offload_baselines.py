@@ -23,7 +23,7 @@ from .hot_cold_offload import (Setup, attention_ndp_s, blocks_of, check_capacity
 
 
 def run(s: Setup, timeline: bool) -> tuple[dict, list]:
-    from ..emit.timeline import Interval
+    from ..ir.intervals import Interval
     return {"accelerate": streamed, "flexgen": streamed, "deja_vu": deja_vu, "hermes_base": hermes_base}[s.strategy](s, Interval)
 
 

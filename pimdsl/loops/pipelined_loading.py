@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..interpreter.run import RunResult
+from .step_run import RunResult
 from ..ir.workload import System
 from ..frontend.diagnostics import did_you_mean
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
@@ -213,7 +213,7 @@ def report(s: Setup, pred: dict) -> dict:
 
 
 def intervals(s: Setup, pred: dict) -> list:
-    from ..emit.timeline import Interval
+    from ..ir.intervals import Interval
     sched = pred["schedule"]
     if sched is None:
         return [Interval("loader", "load model", 0.0, s.profile.whole_load_s, "load")]

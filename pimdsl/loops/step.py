@@ -1,5 +1,5 @@
 """The step loop, the default run loop: compile each step of the workload (prefill, then one decode
-step per generated token) through the passes and time it (`interpreter/run.py`).
+step per generated token) through the passes and time it (`loops/step_run.py`).
 
 What it reads of a mapping is declared here, in one place, from the passes that read it
 (`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
@@ -36,5 +36,5 @@ def links_read(system) -> int:
 
 
 def run(system, timeline: bool = False, **options):
-    from ..interpreter.run import run_system
+    from .step_run import run_system
     return run_system(system, timeline=timeline, **options)

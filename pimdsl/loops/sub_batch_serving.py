@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..interpreter.run import RunResult
+from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
 from ..ir.workload import System
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from ..serving.requests import requests_for
 from ..unread import leading_links
 from . import dimm_pim_costs as dc
@@ -272,7 +272,7 @@ class Replica:
         self.batch_time += len(self.ctx) * total
         self.max_batch = max(self.max_batch, len(self.ctx))
         if self.intervals is not None and total > 0:
-            from ..emit.timeline import Interval
+            from ..ir.intervals import Interval
             self.intervals.append(Interval(f"{self.name}.gpu", label, start, start + min(total, gpu_s * self.layers), "compute"))
             if att_s:
                 self.intervals.append(Interval(f"{self.name}.{self.mode.attention}", label, start,
@@ -504,7 +504,7 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
 
 def estimate(system: System):
     """Work of a run, in scheduling decisions: a few per request plus one per prefill chunk."""
-    from ..interpreter.budget import Estimate
+    from ..budget import Estimate
     wl = system.workload
     mean_in = wl.mean_input_len or wl.input_len
     multiple = system.mapping.params.get("chunk_multiple", 16)

@@ -2,7 +2,7 @@
 
 The built-in lowering of a unit that declares such commands but no `program gemv` (the
 LPDDR5X-PIM of the phone spec declares its program; this module stays the reference its
-program is checked against, and the layout model of the swizzled copy, interpreter/smc.py).
+program is checked against, and the layout model of the swizzled copy, interpreter/values/smc.py).
 
 The GEMV pseudo code the phone spec's program cites, with the outputs-split
 weight placement it adopts: per output tile o
@@ -45,8 +45,8 @@ import math
 from dataclasses import dataclass
 
 from ..ir.errors import PimdslError
-from ..interpreter.command_stream import Command
-from ..interpreter.dram_tables import find_roles
+from ..ir.commands import Command
+from ..interpreter.dram.tables import find_roles
 from ..ir.hardware import CommandDecl, Memory
 from .stream import Item, Loop
 

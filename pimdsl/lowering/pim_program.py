@@ -17,7 +17,7 @@ through a let; then the period is the whole trip count (timed exactly),
 else 1 (the fast timer extrapolates the steady state).
 
 A command whose declaration lists an `estimate` argument announces the work
-it heads (interpreter/command_stream): the expander gives it the cycles from
+it heads (ir/commands.py): the expander gives it the cycles from
 it to the end of its enclosing body, that stretch timed alone by the spec's
 rules (fresh timer, no refresh), once per command shape.
 
@@ -38,7 +38,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..interpreter.command_stream import ESTIMATE_ARG, Command, CommandTimer
+from ..interpreter.dram.command_stream import CommandTimer
+from ..ir.commands import ESTIMATE_ARG, Command
 from ..ir.hardware import Memory
 from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, compiled,
                               evaluate, names_in)

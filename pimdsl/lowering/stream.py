@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Callable, Iterable, Iterator, Union
 
-from ..interpreter.command_stream import Command
+from ..ir.commands import Command
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from ..ir.addresses import row_stride
 from ..ir.hardware import Memory
 from ..ir.workload import DTYPE_BYTES
 from ..ir.pim_program import evaluate
 from ..lowering.pim_program import environment
-from .program import CompileError, Program
+from .program import Program
+from ..ir.errors import CompileError
 from .strategy import strategy_of
 
 
@@ -39,14 +41,6 @@ class Allocation:
     memory: str | None = None     # the memory that holds it
 
 
-def decode_address(memory: Memory, address: int) -> dict[str, int]:
-    """The DRAM coordinates of a byte address under the memory's address map."""
-    return {name: (address >> low) & ((1 << width) - 1) for name, (low, width) in memory.address_bits.items()}
-
-
-def row_stride(memory: Memory) -> int:
-    """Bytes between consecutive row indices (the row field's lowest address bit)."""
-    return 1 << memory.address_bits["row"][0]
 
 
 class _Region:

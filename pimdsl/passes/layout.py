@@ -27,7 +27,8 @@ access is `cacheable`.
 from __future__ import annotations
 
 from ..ir.hardware import Memory, Region
-from .program import CompileError, Program
+from .program import Program
+from ..ir.errors import CompileError
 from .strategy import strategy_of
 
 

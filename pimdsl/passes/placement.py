@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from ..frontend.elaborate_model import OP_KINDS
 from ..graph.build import CLASSES, KINDS
-from .program import CompileError, Program
+from .program import Program
+from ..ir.errors import CompileError
 from .strategy import strategy_of
 
 BROADER = {"qkv": ("fc",), "o": ("projection", "fc"), "ffn": ("fc",), "lm_head": ("fc",),

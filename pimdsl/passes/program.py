@@ -23,14 +23,11 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from ..ir.errors import PimdslError
+from ..ir.errors import CompileError
 from ..ir.hardware import Memory
 from ..ir.workload import System
 
 
-class CompileError(PimdslError):
-    """A problem of the spec found while compiling a step; `others`: further problems found in the
-    same pass, reported with this one (all in one run)."""
 
 
 @dataclass

@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 
 from ..graph.build import Op
-from ..interpreter.smc import smc_traffic_bytes
+from ..interpreter.values.smc import smc_traffic_bytes
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.pim_program import tensor_rows
-from .allocation import row_stride
+from ..ir.addresses import row_stride
 from .program import Program
 from .strategy import copy_threads, strategy_of
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.workload import System
-from .program import CompileError
+from ..ir.errors import CompileError
 
 
 @dataclass(frozen=True)

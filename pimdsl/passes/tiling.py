@@ -21,7 +21,8 @@ import weakref
 
 from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
 from ..lowering.pim_program import check, environment, layout_problem
-from .program import CompileError, Program
+from .program import Program
+from ..ir.errors import CompileError
 
 def run(program: Program) -> Program:
     memory = program.pim_memory

@@ -3,7 +3,7 @@
 Assumes lowering. Guarantees: wherever an op's output is read by an op that keeps its data in
 another memory, a node `xfer:<producer>-><memory>` of kind `transfer` sits between them, with
 `device` and `resource` `link:<name>` and `lowered` a `Transfer` of the output's bytes; the
-interpreter times it with the link model (`host_models.transfer_time`) and the schedule overlaps
+interpreter times it with the link model (`interpreter/host/models.transfer_time`) and the schedule overlaps
 it with whatever else can run. An op keeps its data in its PIM memory when it runs on PIM, else
 where the mapping's `data { activations = M; }` puts activations (by default the PIM memory, so a
 system of one memory moves nothing). The link is the one whose endpoints name both sides (the
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from ..graph.build import Op
 from ..lowering.records import Transfer
-from .program import CompileError, Program
+from .program import Program
+from ..ir.errors import CompileError
 
 
 def run(program: Program) -> Program:

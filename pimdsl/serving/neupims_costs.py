@@ -14,9 +14,9 @@ A layer is a chain of segments, each on one resource:
     ar2  (link)  ring all-reduce of the FFN output
 
 Without PIM (npu_only, gpu_only) `mha` runs on the processor: K.q, softmax and s.V read the KV
-cache at the processor's bandwidth. Host kernels are timed by `interpreter.host_models` (the
+cache at the processor's bandwidth. Host kernels are timed by `interpreter/host/models.py` (the
 systolic model of the NPU, the roofline of the GPU); PIM tiles by the DRAM engine
-(`interpreter.command_stream`) on the spec's memory with the strategy's row buffers.
+(`interpreter/dram/command_stream.py`) on the spec's memory with the strategy's row buffers.
 
 PIM time of a channel is Algorithm 1 summed over its requests (section 6.3), with L_tile and
 L_GWRITE measured, not assumed: the steady-state period of score and attend tiles and the
@@ -40,15 +40,15 @@ from functools import cached_property
 import numpy as np
 
 from ..graph.build import ACTIVATION_FLOPS, NORM_FLOPS, SOFTMAX_FLOPS
-from ..interpreter.host_models import kernel_time, transfer_time
-from ..interpreter.interleave import contention, timer_for
+from ..interpreter.host.models import kernel_time, transfer_time
+from ..interpreter.dram.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
-from ..interpreter.command_stream import Command
+from ..ir.commands import Command
 from ..lowering.pim_program import environment, op_stream, place_of
 from ..graph.parallel import device_model, parallelism
 from ..lowering.records import Kernel
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from .neupims_algorithms import mha_tile_counts
 
 

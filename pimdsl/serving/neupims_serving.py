@@ -38,10 +38,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..emit.timeline import Interval
-from ..interpreter.host_models import peak_dtype
+from ..ir.intervals import Interval
+from ..interpreter.host.models import peak_dtype
 from ..ir.workload import System
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 from .neupims_algorithms import greedy_min_load, partition_sub_batches, round_robin
 from .neupims_costs import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 from .requests import requests_for

@@ -29,9 +29,9 @@ from pathlib import Path
 
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
-from ..interpreter.dram_tables import find_roles
-from ..interpreter.memory_system import replay
-from ..interpreter.traces import read_trace
+from ..interpreter.dram.tables import find_roles
+from ..interpreter.dram.memory_system import replay
+from ..interpreter.dram.traces import read_trace
 
 CYCLE_TARGET_PCT = 3.0
 IDLE_TARGET_CYCLES = 1

@@ -15,10 +15,10 @@ import json
 import math
 from pathlib import Path
 
-from ..interpreter.command_stream import CommandTimer
-from ..interpreter.memory_system import replay
+from ..interpreter.dram.command_stream import CommandTimer
+from ..interpreter.dram.memory_system import replay
 from ..interpreter.op_timing import refresh_policy
-from ..interpreter.traces import Trace
+from ..interpreter.dram.traces import Trace
 from ..ir.hardware import Memory
 from ..lowering.pim_program import expand
 from ..lowering.stream import unroll

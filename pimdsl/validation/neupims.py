@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
-from ..interpreter.command_stream import CommandTimer
+from ..interpreter.dram.command_stream import CommandTimer
 from ..serving.neupims_costs import attention_stream
 
 # [REFDATA] pim README Sec. 2: seq_len -> cycles (one channel, 4 heads of 128 per tile); cold-start trace

@@ -17,10 +17,10 @@ from concurrent.futures import ProcessPoolExecutor
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..interpreter.op_timing import OpTimer
-from ..interpreter.run import compile_step, run_system
+from ..loops.step_run import compile_step, run_system
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.pim_program import tensor_rows
-from ..passes.allocation import row_stride
+from ..ir.addresses import row_stride
 
 MODELS = {"1b": "pim_sherpa_llama3_2_1b", "3b": "pim_sherpa_llama3_2_3b"}
 GB = 1e9

@@ -19,7 +19,7 @@ from ..frontend.resources import specs_dir
 from dataclasses import replace
 
 from ..loops import layer_profile, pipelined_loading as pl
-from ..passes.program import CompileError
+from ..ir.errors import CompileError
 
 MODELS = {"bert_large": "BERT-Large", "gpt2_medium": "GPT-2-Base", "vit_large": "ViT-Large", "gpt_j_6b": "GPT-J"}
 COLUMNS = ("baseline", "pipeswitch", 2, 4, 6)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.hardware import Memory
-from ..lowering.mode_protocol_gemv import GemvLayout
-from ..passes.allocation import row_stride
-from .pim_values import Banks
+from ...ir.hardware import Memory
+from ...lowering.mode_protocol_gemv import GemvLayout
+from ...ir.addresses import row_stride
+from .banks import Banks
 
 CHUNK_ELEMENTS = 1 << 16           # elements per step: the index arrays stay in cache (4x faster than 2M)
 

@@ -35,8 +35,8 @@ from ..passes.manager import PassManager
 from ..passes.program import Program
 from ..passes.strategy import STRATEGIES
 from .affine_steps import AffineSteps
-from .op_timing import OpTimer, refresh_policy
-from .schedule import StepSchedule, schedule
+from ..interpreter.op_timing import OpTimer, refresh_policy
+from ..interpreter.schedule import StepSchedule, schedule
 
 
 @dataclass

@@ -40,38 +40,12 @@ PIM rows like any other.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..ir.errors import PimdslError
-from ..ir.hardware import Memory
-from .dram_state import DeviceState
-from .dram_tables import BANK, ChannelTables
-
-
-@dataclass(frozen=True)
-class Command:
-    """One typed command of a stream: the DRAM or PIM command, where it goes, and what it is
-    for (`kind`, e.g. a MAC-triggering read or a register-file write)."""
-    name: str
-    channel: int = 0
-    pseudo_channel: int = 0
-    rank: int = 0
-    bank_group: int = 0
-    bank: int = 0
-    row: int = 0
-    column: int = 0
-    kind: str = ""
-    data: object = field(default=None, compare=False, repr=False)   # a write's payload (values mode)
-    estimate: int = 0             # cycles of the work an announcing command heads (its `estimate` arg)
-
-
-class StreamError(PimdslError):
-    pass
-
-
-# The declared argument by which a command announces how long the work it heads takes.
-ESTIMATE_ARG = "estimate"
+from ...ir.commands import ESTIMATE_ARG, Command, StreamError
+from ...ir.hardware import Memory
+from .state import DeviceState
+from .tables import BANK, ChannelTables
 
 
 class CommandTimer:

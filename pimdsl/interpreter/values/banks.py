@@ -2,8 +2,8 @@
 
 Banks hold the allocated data in its real layout: (bank, row) -> a row of
 `bursts x lanes` elements of the PIM unit's datatype (fp16, or bfloat16
-through ml_dtypes), allocated when first touched. Executors (program_values
-for declared programs, mode_protocol_values) run the typed commands
+through ml_dtypes), allocated when first touched. Executors (values/programs.py
+for declared programs, values/mode_protocol.py) run the typed commands
 of one channel in stream order, with the unit's register files and
 accumulation order, so that a result computed through the commands can be
 compared with numpy: exactly when numpy follows the same order
@@ -21,8 +21,8 @@ import math
 import ml_dtypes
 import numpy as np
 
-from ..ir.hardware import Memory
-from .command_stream import Command
+from ...ir.hardware import Memory
+from ...ir.commands import Command
 
 NUMPY_DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-from ..ir.hardware import Memory
-from .command_stream import Command, CommandTimer
+from ...ir.hardware import Memory
+from .command_stream import CommandTimer
+from ...ir.commands import Command
 
 
 def timer_for(memory: Memory, refresh: str = "none") -> CommandTimer:

@@ -22,10 +22,10 @@ import dataclasses
 import math
 from collections import defaultdict
 
-from ..emit.timeline import Interval
+from ..ir.intervals import Interval
 from ..lowering.records import PimWork
 from ..passes.program import Program
-from .schedule import StepSchedule, _args
+from ..interpreter.schedule import StepSchedule, _args
 
 
 def _leaves(value, out: list) -> object:

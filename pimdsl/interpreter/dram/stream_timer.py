@@ -24,8 +24,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Callable, Iterable
 
-from ..lowering.stream import Item, Loop
-from .command_stream import Command, CommandTimer
+from ...lowering.stream import Item, Loop
+from .command_stream import CommandTimer
+from ...ir.commands import Command
 
 MIN_LOOP_FOR_PROBING = 3          # shorter loops are simply issued
 # A signature costs about as much as issuing a few commands (it reads every timing constraint of

@@ -42,8 +42,8 @@ Ramulator 2 ship them):
 """
 from __future__ import annotations
 
-from .dram_state import DeviceState
-from .dram_tables import BANK, ChannelTables, EngineError
+from .state import DeviceState
+from .tables import BANK, ChannelTables, EngineError
 
 NEVER = 1 << 62
 

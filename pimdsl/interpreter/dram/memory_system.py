@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir.hardware import Memory
-from .dram_controller import ChannelController, RequestLog
-from .dram_tables import ChannelTables
+from ...ir.hardware import Memory
+from .controller import ChannelController, RequestLog
+from .tables import ChannelTables
 from .traces import Trace
 
 
@@ -82,8 +82,8 @@ COMPILED_MIN_REQUESTS = 50_000
 
 
 def default_engine(requests: int | None = None) -> str:
-    """`compiled` (dram_core, numba) when numba is installed and the trace is long enough to pay for
-    loading it, else `python` (dram_controller, the reference); both give identical results.
+    """`compiled` (dram/core.py, numba) when numba is installed and the trace is long enough to pay for
+    loading it, else `python` (dram/controller.py, the reference); both give identical results.
     $PIMDSL_DRAM_ENGINE=python|compiled chooses."""
     chosen = os.environ.get("PIMDSL_DRAM_ENGINE")
     if chosen in ("python", "compiled"):
@@ -94,10 +94,10 @@ def default_engine(requests: int | None = None) -> str:
 
 
 def compiled_core_is_cached() -> bool:
-    """Has numba's cache (beside dram_core.py) got the compiled replay loop? If not, the first
+    """Has numba's cache (beside dram/core.py) got the compiled replay loop? If not, the first
     compiled replay compiles it, which takes a minute or more."""
     folder = Path(__file__).resolve().parent / "__pycache__"
-    return any(folder.glob("dram_core.replay_core-*.nbi"))
+    return any(folder.glob("core.replay_core-*.nbi"))
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
@@ -189,7 +189,7 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
 
 def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
     """The same replay through the compiled core (dram_core)."""
-    from . import dram_core
+    from . import core as dram_core
     tables = ChannelTables(memory)
     accepted, done, first_cmd, issued, last_done, recs = dram_core.run(
         tables, trace.arrival, trace.channel, trace.is_write, trace.bank, trace.row, n_ch, record_commands)

@@ -5,7 +5,7 @@ lives (channel, rank, bank, row, burst, lane); `ModeProtocolExecutor` runs one
 channel's commands from `gemv_program` on those banks with the unit's
 register files; `read_result` is the host's readback (lane partial sums
 added in float32). Accumulation order, as the HBM-PIM executor's
-(pim_values): each MAC rounds the product and then the sum to the unit's
+(values/banks.py): each MAC rounds the product and then the sum to the unit's
 datatype, lane by lane, input bursts in order. Storing an output register
 clears it, as the CRF program's first MUL of the next output tile would.
 """
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.hardware import Memory
-from ..lowering.mode_protocol_gemv import GemvLayout, Protocol
-from .command_stream import Command
-from .pim_values import Banks
+from ...ir.hardware import Memory
+from ...lowering.mode_protocol_gemv import GemvLayout, Protocol
+from ...ir.commands import Command
+from .banks import Banks
 
 
 def channel_banks(memory: Memory) -> dict[tuple[int, int], Banks]:

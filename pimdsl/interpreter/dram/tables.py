@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.errors import PimdslError
-from ..ir.hardware import LEVELS, CommandDecl, Memory, TimingRule, TimingWindow
+from ...ir.errors import PimdslError
+from ...ir.hardware import LEVELS, CommandDecl, Memory, TimingRule, TimingWindow
 
 # Command scopes that name a level of the hierarchy; all_banks acts on a rank.
 SCOPE_LEVEL = {"channel": 0, "pseudo_channel": 1, "rank": 2, "all_banks": 2, "parity_banks": 2,

@@ -1,7 +1,7 @@
 """The timing state of one DRAM channel: when each command may next issue where.
 
 `DeviceState` is the exact, rule-by-rule core shared by the request
-controller (`dram_controller`) and ordered command streams
+controller (`controller.py`) and ordered command streams
 (`command_stream`). It knows nothing about queues or policies: `earliest`
 answers "when may this command issue at this node", `issue` records that it
 did and raises every constraint the spec's rules and windows attach to it.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from .dram_tables import ChannelTables
+from .tables import ChannelTables
 
 
 class DeviceState:

@@ -1,6 +1,6 @@
-"""The DRAM engine's replay loop, compiled: the same controller as `dram_controller` over flat arrays.
+"""The DRAM engine's replay loop, compiled: the same controller as `dram/controller.py` over flat arrays.
 
-`dram_controller.ChannelController` with `memory_system._replay` is the reference
+`controller.ChannelController` with `memory_system._replay` is the reference
 (readable, one object per channel); this module runs the same algorithm, step
 for step, on numpy arrays under numba, so that a replay gives the identical
 command log (tests/test_dram_core.py replays traces under every controller option
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .dram_tables import BANK, ChannelTables
+from .tables import BANK, ChannelTables
 
 NEVER = 1 << 62
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
@@ -583,7 +583,7 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
 def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
     """Replay with the compiled core: (accepted, done, first_cmd, issued[ch, cmd], last_done[ch],
     records [(cycle, channel, cmd, node, request)] or None)."""
-    from .dram_controller import ChannelController, RequestLog
+    from .controller import ChannelController, RequestLog
     probe = ChannelController(tables, RequestLog([0], [0], [False]))    # the options, as the reference reads them
     cfg = probe.cfg
     T = build_tables(tables)

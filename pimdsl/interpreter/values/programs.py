@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.hardware import Memory
-from ..ir.pim_program import PimProgram, evaluate
-from ..lowering.pim_program import constants, environment, expand
-from ..lowering.stream import unroll
-from .command_stream import Command
-from .pim_values import NUMPY_DTYPES, Banks
+from ...ir.hardware import Memory
+from ...ir.pim_program import PimProgram, evaluate
+from ...lowering.pim_program import constants, environment, expand
+from ...lowering.stream import unroll
+from ...ir.commands import Command
+from .banks import NUMPY_DTYPES, Banks
 
 # Banks sharing one PIM unit, by placement: the unit index of flat bank b (within a rank).
 _UNIT_OF = {"bank": lambda b, bpg: b, "bank_pair": lambda b, bpg: b // 2,

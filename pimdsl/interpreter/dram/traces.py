@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.errors import PimdslError, Span
-from ..ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
-from ..ir.hardware import Memory
-from .budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
+from ...ir.errors import PimdslError, Span
+from ...ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
+from ...ir.hardware import Memory
+from ...budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
 
 DRAMSIM3_WRITES = {"WRITE", "write", "P_MEM_WR", "BOFF"}
 FORMATS = ("dramsim3", "ramulator")

@@ -28,9 +28,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..ir.errors import PimdslError
-from ..ir.hardware import Link, Processor
-from ..lowering.records import Kernel
+from ...ir.errors import PimdslError
+from ...ir.hardware import Link, Processor
+from ...lowering.records import Kernel
 
 # Where a kernel's dtype has no peak_flops entry, the peaks tried next, in order. A type only
 # falls back to units of the same or a wider type: narrow data (int4/int8/fp8 weights) is widened
