@@ -26,6 +26,7 @@ def _name(module) -> str:
 
 def check(system, diags: Diagnostics) -> None:
     """Warn, at its place in the spec, about each thing of `system` that no reader reads."""
+    _context_fits(system, diags)
     mapping = system.mapping
     if mapping is None:
         _partly_read(system, (loop_module(system),), diags)
@@ -82,3 +83,22 @@ def leading_links(system, kinds: tuple[str, ...]) -> int:
             break
         n += 1
     return n
+
+
+def _context_fits(system, diags: Diagnostics) -> None:
+    """A fixed-length workload whose context runs past the model's `max_seq_len`: the model defines no
+    position there (learned position tables end; rotary models were not trained past it), so the run
+    would time a model that does not exist. Request sets drawn from a dataset or a law are the
+    loop's to admit."""
+    model, workload = system.model, system.workload
+    if model is None or workload is None or model.architecture == "graph":
+        return
+    if workload.requests_csv or workload.dataset not in (None, "fixed") or workload.distribution not in (None, "fixed"):
+        return
+    context = workload.input_len + (workload.output_len if model.architecture == "decoder" else 0)
+    if context > model.max_seq_len:
+        what = "input_len + output_len" if model.architecture == "decoder" else "input_len"
+        diags.warning(f"workload '{workload.name}' reaches {context} tokens ({what}), past model '{model.name}''s "
+                      f"max_seq_len of {model.max_seq_len}: the model defines no position there", workload.span,
+                      f"shorten the workload to at most {model.max_seq_len} tokens, or raise the model's max_seq_len "
+                      "if its source allows it")

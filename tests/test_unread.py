@@ -111,3 +111,19 @@ system s { processors = [s24_cpu]; memories = [pim4]; model = llama3_2_1b; mappi
     assert status == 0 and f"{path}:4:1: warning: the step loop times PIM ops on one instance of memory " \
                            "'pim4[4]': their work is split over the 4 channel(s) of one instance" in err, err
     assert check(tmp_path, capsys, text.replace("COUNT", "1"), "--strict")[:2] == (0, "")
+
+
+@pytest.mark.parametrize("max_seq_len, warned", [(5, True), (6, False)])
+def test_a_context_past_the_models_positions_is_a_warning(tmp_path, capsys, max_seq_len, warned):
+    clean = (SYSTEM.replace("LINKS", "").replace("ddbb", "ddb").replace("atention", "attention")
+             .replace("smc_bandwidth_fraction", "smc_bandwidth_fraction_per_thread")
+             .replace("vocab = 1000;", f"vocab = 1000; max_seq_len = {max_seq_len};"))
+    status, err, path = check(tmp_path, capsys, clean, "--strict")
+    line = next(i for i, text in enumerate(clean.splitlines(), 1) if text.startswith("workload w"))
+    if warned:
+        assert status == 1
+        assert (f"{path}:{line}:1: error: workload 'w' reaches 6 tokens (input_len + output_len), past model 'm''s "
+                "max_seq_len of 5") in err
+        assert "hint: shorten the workload to at most 5 tokens" in err
+    else:
+        assert (status, err) == (0, "")
