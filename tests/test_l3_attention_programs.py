@@ -181,3 +181,20 @@ def test_rank_effects_need_rank_state_and_their_arguments(errors):
     assert "command SC has effect scale, which needs a command that reads [row, <register file placed per rank>]" in text
     assert "RED (reduce) needs the argument(s) stride" in text
     assert "command RED" not in text                     # reduce into a rank file is well declared
+
+
+# (d) the hbm_pim baseline through the NeuPIMs programs -------------------------------------------
+def test_hbm_pim_baseline_prices_attention_by_the_neupims_programs():
+    from pimdsl.loops import sub_batch_serving as loop
+    system = V.system("gpt3_175b", ["workload.requests=1", "mapping.strategy=hbm_pim"])
+    costs = loop.setup(system)[1]
+    hbm = next(m for m in system.memories if m.name == "l3_hbm_pim")
+    cal = costs.hw.hbm_pim
+    # the calibrated price against the programs timed whole: 4 heads (one 1 KB K row each token), GWRITEs in
+    whole = ap.head_cycles(hbm, 4096, 128, params={"vectors": 1}, heads=4) * hbm.part.tck_s / 4
+    assert cal.head_seconds(4096) == pytest.approx(whole, rel=0.01)
+    # 96 heads of each request over 8 GPUs x 64 channels, two requests
+    t = costs.hbm_pim_attention(np.array([[4096, 1000]]))
+    assert t[0] == pytest.approx(96 * (cal.head_seconds(4096) + cal.head_seconds(1000)) / (8 * 64))
+    # below the internal peak ([L3] Table 2: 260.8 TB/s), the tiles' ACT/PRE and GWRITEs taking their share
+    assert 0.2 * 260.8e12 < costs.hbm_pim_bandwidth() < 260.8e12

@@ -31,10 +31,11 @@ def shape(kv: int, head_dim: int, heads: int = 1) -> dict:
     return {"kv": int(kv), "heads": int(heads), "head_dim": int(head_dim), "requests": 1}
 
 
-def head_cycles(memory: Memory, kv: int, head_dim: int, refresh: str = "blocking", params=None) -> int:
-    """Cycles of one head's score and context programs on channel 0, timed alone from cycle 0: the
-    context's rows after the score's. `params` sets program parameters (both programs' lets)."""
-    pim, sh = memory.pim, shape(kv, head_dim)
+def head_cycles(memory: Memory, kv: int, head_dim: int, refresh: str = "blocking", params=None,
+                heads: int = 1) -> int:
+    """Cycles of `heads` heads' score and context programs on channel 0, timed alone from cycle 0:
+    the context's rows after the score's. `params` sets program parameters (both programs' lets)."""
+    pim, sh = memory.pim, shape(kv, head_dim, heads)
     score, context = pim.program("attn_score"), pim.program("attn_context")
     p = params or {}
     timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh)
@@ -49,40 +50,50 @@ def _own(program, params: dict) -> dict:
     return {k: v for k, v in params.items() if k in names}
 
 
+def period_tokens(memory: Memory, head_dim: int) -> int:
+    """Tokens one row of the context program holds (its `per_row`, which the bundled attention
+    programs declare): the rows of both programs repeat after a multiple of it."""
+    env = environment(memory, memory.pim.program("attn_context"), shape(1, head_dim))
+    if "per_row" not in env:
+        raise ValueError(f"program attn_context of '{memory.pim.name}' declares no `per_row` (tokens per row)")
+    return int(env["per_row"])
+
+
 @dataclass(frozen=True)
 class Calibration:
-    """One head's cycles on one channel as a function of its context length."""
+    """Cycles of `heads` heads of one request on one channel as a function of its context length."""
     period_tokens: int
     period_cycles: float            # steady state, refresh included
     tails: np.ndarray               # cycles of ceil(r / GRANULE) granules of tail, index 0 = none
     tck_s: float
+    heads: int = 1
 
     def cycles(self, kv) -> np.ndarray:
         kv = np.asarray(kv, dtype=np.int64)
         full, rest = np.divmod(kv, self.period_tokens)
         return full * self.period_cycles + self.tails[-(-rest // GRANULE)]
 
-    def seconds(self, kv) -> np.ndarray:
-        return self.cycles(kv) * self.tck_s
+    def head_seconds(self, kv) -> np.ndarray:
+        """Seconds per head (the calibrated heads share the channel's rows)."""
+        return self.cycles(kv) * (self.tck_s / self.heads)
 
 
 _CACHE: dict[int, tuple[weakref.ref, dict]] = {}
 
 
-def calibrate(memory: Memory, head_dim: int, period_tokens: int, params=None) -> Calibration:
-    """The calibrated price of one head (cached per memory, head_dim, period and parameters)."""
+def calibrate(memory: Memory, head_dim: int, period: int | None = None, params=None, heads: int = 1) -> Calibration:
+    """The calibrated price of `heads` heads (cached per memory, head_dim, period, parameters and
+    heads); `period` defaults to the context program's tokens per row."""
     entry = _CACHE.get(id(memory))
     if entry is None or entry[0]() is not memory:
         entry = _CACHE[id(memory)] = (weakref.ref(memory), {})
-    key = (head_dim, period_tokens, tuple(sorted((params or {}).items())))
+    P = period or period_tokens(memory, head_dim)
+    key = (head_dim, P, heads, tuple(sorted((params or {}).items())))
     if key not in entry[1]:
-        P = period_tokens
-        one, many = head_cycles(memory, P, head_dim, params=params), head_cycles(memory, P * (PERIODS + 1), head_dim, params=params)
-        period = (many - one) / PERIODS
-        bare = (head_cycles(memory, P * (PERIODS + 1), head_dim, "none", params)
-                - head_cycles(memory, P, head_dim, "none", params)) / PERIODS
-        share = period / bare if bare else 1.0
-        tails = [0.0] + [head_cycles(memory, min(P, g * GRANULE), head_dim, "none", params) * share
-                         for g in range(1, -(-P // GRANULE) + 1)]
-        entry[1][key] = Calibration(P, period, np.array(tails), memory.part.tck_s)
+        timed = lambda kv, refresh="blocking": head_cycles(memory, kv, head_dim, refresh, params, heads)
+        steady = (timed(P * (PERIODS + 1)) - timed(P)) / PERIODS
+        bare = (timed(P * (PERIODS + 1), "none") - timed(P, "none")) / PERIODS
+        share = steady / bare if bare else 1.0
+        tails = [0.0] + [timed(min(P, g * GRANULE), "none") * share for g in range(1, -(-P // GRANULE) + 1)]
+        entry[1][key] = Calibration(P, steady, np.array(tails), memory.part.tck_s, heads)
     return entry[1][key]

@@ -63,7 +63,7 @@ PARAMS = {
     "tp": "tensor parallelism: GPUs per replica ([L3] Table 3)",
     "dp": "data parallelism: replicas, each with 1/dp of the host memory's channels",
     "chunk_multiple": "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)",
-    "hbm_pim_bandwidth": "internal bandwidth of the HBM-PIM baseline, all GPUs together",
+    "hbm_pim_memory": "memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs",
     "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
     "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
     "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
@@ -121,13 +121,12 @@ def setup(system: System):
     if weights > tp * gpu.memory_bytes:
         _fail(f"model '{system.model.name}' ({weights / 1e9:.0f} GB) does not fit {tp} x {gpu.memory_bytes / 1e9:.0f} GB",
               m.span, "raise tp")
-    hw = dc.hardware(gpu, cpu, mem, links.get("nvlink"), links["pcie"], tp, dp, region, weights,
-                     float(m.params.get("hbm_pim_bandwidth", 0.0)))
     mode = MODES[m.strategy]
+    hbm_pim = _hbm_pim_memory(system) if mode.attention == "hbm_pim" else None
+    hw = dc.hardware(gpu, cpu, mem, links.get("nvlink"), links["pcie"], tp, dp, region, weights,
+                     hbm_pim, system.model.head_dim)
     if mode.attention == "cpu" and cpu is None:
         _fail("strategy cpu_offload needs a cpu (set params.host_cpu)", m.span)
-    if mode.attention == "hbm_pim" and hw.hbm_pim_bw <= 0:
-        _fail("strategy hbm_pim needs params.hbm_pim_bandwidth", m.span)
     if system.workload.kv_admission != "reserve":
         _fail(f"kv_admission = {system.workload.kv_admission} is not modelled by the sub-batch serving loop",
               system.workload.span, "a request reserves its whole life's KV at admission: remove it or write reserve")
@@ -146,6 +145,24 @@ def setup(system: System):
         _fail(f"chunk_multiple must be a whole number of tokens >= 1, not {multiple!r}",
               m.param_spans.get("chunk_multiple", m.span))
     return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(multiple), (how, predictor), requests
+
+
+def _hbm_pim_memory(system):
+    """The memory `hbm_pim_memory` names: one of the system's, with attention programs."""
+    m = system.mapping
+    name = m.params.get("hbm_pim_memory")
+    if name is None:
+        _fail("strategy hbm_pim needs params.hbm_pim_memory (a memory with an HBM-PIM unit)", m.span)
+    memory = next((x for x in system.memories if x.name == name), None)
+    if memory is None:
+        _fail(f"hbm_pim_memory '{name}' is not a memory of system '{system.name}'",
+              m.param_spans.get("hbm_pim_memory", m.span),
+              did_you_mean(str(name), tuple(x.name for x in system.memories), "memories"))
+    missing = [c for c in ("attn_score", "attn_context") if memory.pim is None or memory.pim.program(c) is None]
+    if missing:
+        _fail(f"hbm_pim_memory '{name}' has no PIM program for {', '.join(missing)}",
+              m.param_spans.get("hbm_pim_memory", m.span), "give its unit `program attn_score` and `program attn_context`")
+    return memory
 
 
 class Replica:
@@ -239,7 +256,7 @@ class Replica:
         elif mode.attention == "rank_pu":
             t = c.kv_bytes(tokens.sum(1)) / c.hw.rank_pu_bw
         elif mode.attention == "hbm_pim":
-            t = c.kv_bytes(tokens.sum(1)) / c.hw.hbm_pim_bw
+            t = c.hbm_pim_attention(self.ctx[members][None, :] + j)
         elif mode.attention == "cpu":
             t = c.kv_bytes(tokens.sum(1) + prefill_writes.sum() + n) / c.hw.cpu_bw
         else:
@@ -494,7 +511,8 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
                         "pcie_busy": busy["pcie"] * end},
         "pcie_bytes": sum(rep.pcie_bytes for rep in replicas),
         "attention_bandwidth_bytes_per_s": {"dimm_bank": hw.rankset_bw * hw.ranksets, "rank_pu": hw.rank_pu_bw,
-                                            "gpu": hw.hbm_bw * hw.tp, "hbm_pim": hw.hbm_pim_bw, "cpu": hw.cpu_bw}[mode.attention],
+                                            "gpu": hw.hbm_bw * hw.tp, "cpu": hw.cpu_bw}[mode.attention]
+                                           if mode.attention != "hbm_pim" else costs.hbm_pim_bandwidth(),
         "ranksets": hw.ranksets, "tp": hw.tp, "dp": len(replicas),
         "rankset_imbalance": (sum(r.imbalance[0] for r in replicas) / sum(r.imbalance[1] for r in replicas)
                               if sum(r.imbalance[1] for r in replicas) else None),

@@ -10,7 +10,6 @@ import numpy as np
 
 from ..loops import attention_programs as ap
 from ..loops import dimm_pim_costs as dc
-from ..lowering.pim_program import environment
 from ..serving.requests import requests_for
 from ..loops import sub_batch_serving as loop
 
@@ -95,7 +94,7 @@ def programs(model: str = "gpt3_175b") -> dict:
     s = system(model, ["workload.requests=1"])
     mem = next(m for m in s.memories if m.pim is not None)
     head_dim = s.model.head_dim
-    per_row = ap_env(mem, head_dim)
+    per_row = ap.period_tokens(mem, head_dim)
     cal = ap.calibrate(mem, head_dim, per_row)
     row = dc.bank_row_cycles(mem)
     loop_cycles = lambda ctx: 2 * ctx * head_dim * 2 / (mem.organization.banks_per_rank * mem.organization.row_bytes) * row
@@ -106,12 +105,6 @@ def programs(model: str = "gpt3_175b") -> dict:
         ctx = np.concatenate([np.arange(r.input_len, r.input_len + r.output_len) for r in reqs])
         out["traces"][trace] = float(cal.cycles(ctx).sum() / loop_cycles(ctx).sum())
     return out
-
-
-def ap_env(memory, head_dim: int) -> int:
-    """Tokens per row index of the score program (its `per_row`): the programs' period."""
-    program = memory.pim.program("attn_score")
-    return int(environment(memory, program, ap.shape(1, head_dim))["per_row"])
 
 
 def tbt(ranksets=(2, 4, 8, 16), batches=(16, 32, 64, 128), context=6000) -> dict:
