@@ -198,3 +198,25 @@ def test_hbm_pim_baseline_prices_attention_by_the_neupims_programs():
     assert t[0] == pytest.approx(96 * (cal.head_seconds(4096) + cal.head_seconds(1000)) / (8 * 64))
     # below the internal peak ([L3] Table 2: 260.8 TB/s), the tiles' ACT/PRE and GWRITEs taking their share
     assert 0.2 * 260.8e12 < costs.hbm_pim_bandwidth() < 260.8e12
+
+
+# (e) the traces as workload blocks ---------------------------------------------------------------
+def test_workload_overrides_reach_the_systems_workload_among_several():
+    """specs/mappings/l3.pim declares Table 4's four traces; `workload.X` still means the system's."""
+    s = V.system("gpt3_175b", ["workload.requests=7"])
+    assert (s.workload.name, s.workload.requests) == ("l3_openr1", 7)
+    s = V.system("gpt_89b", ["l3_gpt_89b.workload=l3_longbench", "workload.requests=7"])
+    assert (s.workload.name, s.workload.requests, s.workload.mean_input_len) == ("l3_longbench", 7, 7703.9)
+
+
+def test_prefilled_requests_run_decode_only_batches():
+    """`prefilled = 1` (Fig. 11's decode-only batches): a run's time between tokens is the loop's
+    decode iteration at those contexts; the host memory's rows follow its capacity."""
+    from pimdsl.loops import sub_batch_serving as loop
+    sets = ["workload.distribution=fixed", "workload.input_len=6000", "workload.output_len=2",
+            "workload.requests=32", "mapping.params.prefilled=1", "l3_host_mem.capacity=4TiB"]
+    system = V.system("gpt_89b", sets)
+    assert system.memories[0].organization.rows == 4 * 2**40 // (16 * 4 * 16 * 8192)
+    tpot = loop.run(system).report["tpot_s"]
+    probe = loop.decode_iteration_s(V.system("gpt_89b", ["workload.requests=1"]), [6001] * 16)   # 2 replicas
+    assert tpot == pytest.approx(probe, rel=1e-9)

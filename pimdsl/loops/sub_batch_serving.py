@@ -67,6 +67,7 @@ PARAMS = {
     "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
     "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
     "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
+    "prefilled": "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)",
 }
 PREDICTORS = ("oracle", "learned")
 SPLITS = ("per_rankset", "token_sum")
@@ -140,6 +141,8 @@ def setup(system: System):
     predictor = m.params.get("predictor", "oracle")
     if predictor not in PREDICTORS:
         _fail(f"predictor '{predictor}' is not one of {', '.join(PREDICTORS)}", m.param_spans.get("predictor", m.span))
+    if m.params.get("prefilled", 0) not in (0, 1):
+        _fail(f"prefilled must be 0 or 1, not {m.params['prefilled']!r}", m.param_spans.get("prefilled", m.span))
     multiple = m.params.get("chunk_multiple", 16)
     if not (isinstance(multiple, (int, float)) and multiple >= 1 and float(multiple).is_integer()):
         _fail(f"chunk_multiple must be a whole number of tokens >= 1, not {multiple!r}",
@@ -173,6 +176,7 @@ class Replica:
         self.name, self.mode, self.c, self.multiple, self.prof = name, mode, costs, multiple, profiles
         self.how, self.learned = how[0], how[1] == "learned"
         self.layers = system.model.layers
+        self.prefilled = system.mapping.params.get("prefilled", 0) == 1
         hw = costs.hw
         self.R = hw.ranksets if mode.attention == "dimm_bank" else 1
         cap = hw.kv_capacity_host if mode.kv_home == "host" else hw.kv_capacity_hbm
@@ -463,6 +467,8 @@ class Replica:
 
     def run(self):
         step = self.step_interleaved if self.mode.interleave else self.step_prefill_first
+        while self.prefilled and self.waiting and self._admit(self.waiting[0]):
+            self._start_decode(self.waiting.popleft())       # its prompt's KV is there already
         while self.waiting or len(self.ctx):
             if step() is False:
                 break
