@@ -4,7 +4,8 @@ serving loop's (about 10 minutes on two shared cores: 3 models x 4 traces x 5 sy
 
     python validation/run_l3.py
     python validation/run_l3.py --markdown-only    (the table again from validation/l3.json)
-    python validation/run_l3.py --plots            (only Figs. 8, 9 and 11 by `pimc sweep` into validation/l3/)
+    python validation/run_l3.py --plots [fig11]    (only Figs. 8, 9 and 11 by `pimc sweep` into validation/l3/,
+                                                    about 5 minutes of CPU; or the sweeps of one figure)
 """
 from __future__ import annotations
 
@@ -49,9 +50,11 @@ def sweeps() -> list[list[str]]:
     return out
 
 
-def plots() -> int:
+def plots(only: str = "") -> int:
     PLOTS.mkdir(exist_ok=True)
     for args in sweeps():
+        if not args[-1].startswith(only):
+            continue
         csv = str(PLOTS / args[-1])
         args = ["sweep", *args[:-1], csv, "--plot", csv[:-len(".csv")] + ".png", "-j", "2"]
         status = pimc(args)
@@ -66,8 +69,9 @@ def write(path: Path, text: str) -> None:
 
 
 def main() -> int:
-    if "--plots" in sys.argv:
-        return plots()
+    if "--plots" in sys.argv:        # `--plots fig11`: only the sweeps whose CSV starts so
+        rest = sys.argv[sys.argv.index("--plots") + 1:]
+        return plots(rest[0] if rest else "")
     if "--markdown-only" not in sys.argv:          # else: rewrite the table from the committed JSON
         data = V.collect(progress=lambda what: print(what, file=sys.stderr, flush=True))
         write(OUT, json.dumps(data, indent=1) + "\n")
