@@ -288,6 +288,14 @@ def markdown(data: dict) -> str:
               "A100's HBM-PIM (`l3_hbm_pim`), calibrated per shape: internal peak "
               f"{pr['hbm_pim_peak_tbps']:.1f} TB/s ([L3] Table 2: 260.8), K and V read at {pr['hbm_pim_programs_tbps']:.1f} TB/s "
               "by the programs in steady state (4 heads per 1 KB row, PIM_GWRITEs of the query and scores)."]
+    lines += ["", "## Plots by `pimc sweep` (`python validation/run_l3.py --plots`, CSVs beside them)", "",
+              "- Fig. 8: `validation/l3/fig8_{opt_66b,gpt_89b,gpt3_175b}.png`, tokens/s of every system on the four traces",
+              "  (Table 4's traces as the workload blocks `l3_openr1`, `l3_dolphin`, `l3_openthoughts`, `l3_longbench`).",
+              "- Fig. 9: `validation/l3/fig9_gpt3_175b.png`, GPT-175B OpenR1 tokens/s over ranksets (2-16) x host capacity",
+              "  (512 GiB-4 TiB); its corners are the scalability table's four configurations.",
+              "- Fig. 11: `validation/l3/fig11_gpt_89b_l3.png` (time between tokens over requests, one line per rankset count)",
+              "  and `fig11_gpt_89b_gpu_only.png`; decode-only (`prefilled = 1`), two replicas, so a replica's batch is",
+              "  half the requests; the points are the Fig. 11 table's (contexts of 6,001 tokens there, 6,000 here)."]
     sens = data["sensitivity"]
     lines += ["", "## Sensitivity: the GPU's FP16 rate (GPT-175B OpenR1)", "",
               "[L3] Sec. 6.1 says \"a total of 156 TFLOPs on FP16\"; the spec keeps the datasheet's 312 TFLOPS per GPU.",
