@@ -3,9 +3,10 @@
 Owns the cost model the sub-batch serving loop schedules with ([L3] Sec. 3, 4, 5.1): GPU kernels on
 a roofline (weights and KV read from HBM, FLOPs at the spec's FP16 peak times its efficiency),
 tensor-parallel all-reduces on the GPU links, decode attention on the DIMM-PIM's bank PUs timed by
-the DRAM engine on the spec's DDR4 part, PCIe transfers, and rankset blocking (Sec. 5.1: a write
-engages one rankset, the others keep computing). Every price is for one decoder layer of one
-replica, in seconds; the loop multiplies by the layer count.
+the DRAM engine on the spec's DDR4 part (the rate its declared attention programs take, see
+attention_programs), the HBM-PIM baseline's decode attention by its unit's programs, PCIe transfers,
+and rankset blocking (Sec. 5.1: a write engages one rankset, the others keep computing). Every price
+is for one decoder layer of one replica, in seconds; the loop multiplies by the layer count.
 
 A replica owns `tp` GPUs and `1 / dp` of the host memory's channels (all their ranks), so every
 replica sees the same ranksets with `channels / dp` channels each (our reading: the paper does not
@@ -69,7 +70,7 @@ class Hardware:
     rank_pu_bw: float             # rank-level PIM (R-PIM) read rate of the whole replica
     rankset_write_bw: float       # channel bus into one rankset (a write engages one rank per channel)
     cpu_bw: float                 # host CPU memory bandwidth of this replica
-    hbm_pim: object               # HBM-PIM of one GPU (attention_programs.Calibration of its programs) or None
+    hbm_pim: ap.Calibration | None  # decode MHA by the programs of one GPU's HBM-PIM (hbm_pim baseline)
     hbm_pim_channels: int         # channels of one GPU's HBM-PIM, each running its share of the heads
     kv_capacity_host: float       # bytes of KV this replica may keep in host memory
     kv_capacity_hbm: float        # bytes of KV this replica may keep in HBM beside its weights
