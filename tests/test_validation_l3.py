@@ -48,3 +48,13 @@ def test_a_grid_cell_reruns():
     for strategy in ("l3", "gpu_only"):
         ours = V.run("gpt_89b", strategy, V.trace_sets("longbench"))
         assert ours["tokens_per_s"] == pytest.approx(row[strategy]["tokens_per_s"], rel=1e-9)
+
+
+def test_program_rows_regenerate_and_match_the_loops_price():
+    """Decode attention through the declared programs against the loop's bank-row price: within 1%
+    per token in steady state and over every trace's decode steps ([L3] Sec. 4.2 mappings)."""
+    ours, committed = V.programs(), COMMITTED["programs"]
+    assert ours["program_period_cycles"] == pytest.approx(committed["program_period_cycles"], rel=1e-9)
+    for trace, ratio in committed["traces"].items():
+        assert ours["traces"][trace] == pytest.approx(ratio, rel=1e-9)
+        assert 1.0 <= ratio < 1.01          # partial last rows cost a little more, never less

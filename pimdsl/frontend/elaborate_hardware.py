@@ -406,7 +406,8 @@ class HardwareBuilder:
         files = []
         for rf in r.blocks("register_file"):
             rr = Reader(self.ev, rf)
-            files.append(RegisterFile(rf.name or "?", rr.integer("count"), rr.bits("width") or 0))
+            files.append(RegisterFile(rf.name or "?", rr.integer("count"), rr.bits("width") or 0,
+                                      rr.choice("placement", ("rank",), "")))
             rr.finish()
         lanes = simd // DTYPE_BITS.get(dtype, 16) if dtype else 0
         if dtype and simd % DTYPE_BITS[dtype]:

@@ -44,6 +44,7 @@ def check_program_commands(unit: PimUnit, known: set[str], diags: Diagnostics) -
 
 def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
     files = {rf.name for rf in unit.register_files}
+    ranked = {rf.name for rf in unit.register_files if rf.placement == "rank"}
     state = files | set(STATE_BUILTINS)
     for c in unit.commands:
         if c.effect == "none":
@@ -65,6 +66,16 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                      "global_buffer"),
             "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
                     "reads [row, <source>] and writes [host]"),
+            "scale": ("row" in c.reads and len([s for s in c.reads if s in ranked]) == 1
+                      and len([s for s in c.writes if s in files]) == 1,
+                      "reads [row, <register file placed per rank>] and writes one register file (the accumulators)"),
+            "reduce": (len(c.reads) == 1 and c.reads[0] in files and len(c.writes) == 1
+                       and (c.writes[0] in ranked or c.writes[0] == "host"),
+                       "reads one register file and writes [host] or a register file placed per rank"),
+            "accumulate": (len(c.reads) == 1 and c.reads[0] in files and c.writes == ("host",),
+                           "reads one register file and writes [host]"),
+            "softmax": (len(c.reads) == 1 and c.reads[0] in ranked and c.writes == c.reads,
+                        "reads and writes one register file placed per rank"),
         }[c.effect]
         if not need[0]:
             diags.error(f"command {c.name} has effect {c.effect}, which needs a command that {need[1]}",

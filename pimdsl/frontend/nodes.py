@@ -224,7 +224,9 @@ def _override_root(globals_, parts, roots, span, diags):
     of_kind = [n for n in globals_.values() if n.kind == kind]
     if len(parts) > 2 and parts[1] in globals_ and globals_[parts[1]].kind == kind:
         return globals_[parts[1]], parts[2:]
-    used = [n for n in of_kind if n in roots] or of_kind
+    # the blocks of the entry file, else those its systems name (`workload = l3_openr1;`), else all
+    named = {f.expr.parts[0] for r in roots if r.kind == "system" for f in r.fields.values() if isinstance(f.expr, Ref)}
+    used = [n for n in of_kind if n in roots] or [n for n in of_kind if n.name in named] or of_kind
     if len(used) == 1:
         return used[0], parts[1:]
     if not used:

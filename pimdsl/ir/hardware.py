@@ -141,6 +141,9 @@ class RegisterFile:
     name: str
     count: int
     width_bits: int
+    # where one copy of the file sits when not with each unit: `rank` is one file per rank shared by
+    # the rank's units (a buffer on the rank's buffer chip); "" is one per unit (the unit's placement)
+    placement: str = field(default="", metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

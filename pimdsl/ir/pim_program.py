@@ -185,8 +185,19 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   copy      reads = [row], writes = [<buffer or register file>]; the row's SIMD words from entry reg
 #   dot       reads = [row, <source>], writes = [host]; per bank, k SIMD words of the row from word src
 #             dotted with entries src.. of the source, returned to output + stride x (the bank's index)
+# Effects of a unit with state on its rank (a register file with `placement = rank`: a buffer chip's
+# unit beside the bank units); b is a bank's index within its rank, elements are entry x lanes + lane:
+#   scale     reads = [row, <file>], writes = [<accumulators>]; per bank, acc entry += row burst x one
+#             element, src + b / share, of the file (one scalar broadcast to each run of `share` banks)
+#   reduce    reads = [<accumulators>], writes = [<file> or host]; per bank, the entry's lanes summed by
+#             an adder tree into element output + stride x b; the entry is cleared
+#   accumulate reads = [<accumulators>], writes = [host]; per bank, lane l of the entry added into
+#             output + stride x mod(b, share) + l; the entry is cleared
+#   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
-           "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride")}
+           "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
+           "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
+           "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n")}
 
 # The shape names of each op class a program may be written for.
 OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),

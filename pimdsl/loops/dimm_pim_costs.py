@@ -3,9 +3,10 @@
 Owns the cost model the sub-batch serving loop schedules with ([L3] Sec. 3, 4, 5.1): GPU kernels on
 a roofline (weights and KV read from HBM, FLOPs at the spec's FP16 peak times its efficiency),
 tensor-parallel all-reduces on the GPU links, decode attention on the DIMM-PIM's bank PUs timed by
-the DRAM engine on the spec's DDR4 part, PCIe transfers, and rankset blocking (Sec. 5.1: a write
-engages one rankset, the others keep computing). Every price is for one decoder layer of one
-replica, in seconds; the loop multiplies by the layer count.
+the DRAM engine on the spec's DDR4 part (the rate its declared attention programs take, see
+attention_programs), the HBM-PIM baseline's decode attention by its unit's programs, PCIe transfers,
+and rankset blocking (Sec. 5.1: a write engages one rankset, the others keep computing). Every price
+is for one decoder layer of one replica, in seconds; the loop multiplies by the layer count.
 
 A replica owns `tp` GPUs and `1 / dp` of the host memory's channels (all their ranks), so every
 replica sees the same ranksets with `channels / dp` channels each (our reading: the paper does not
@@ -19,6 +20,13 @@ import numpy as np
 from ..interpreter.dram.command_stream import time_commands
 from ..ir.commands import Command
 from ..ir.hardware import Memory
+from . import attention_programs as ap
+
+# The hbm_pim baseline's programs as NeuPIMs runs them: the query and each chunk of softmax scores
+# copied into the global buffer by PIM_GWRITE (`vectors = 1`), priced on a full head set of 4 heads
+# sharing each 1 KB K row ([NEUPIMS] Sec. 6.3), per head = a quarter of it.
+HBM_PIM_PARAMS = {"vectors": 1}
+HBM_PIM_HEADS = 4
 
 
 _ROW_CYCLES: dict = {}
@@ -62,13 +70,14 @@ class Hardware:
     rank_pu_bw: float             # rank-level PIM (R-PIM) read rate of the whole replica
     rankset_write_bw: float       # channel bus into one rankset (a write engages one rank per channel)
     cpu_bw: float                 # host CPU memory bandwidth of this replica
-    hbm_pim_bw: float             # HBM-PIM internal bandwidth of this replica
+    hbm_pim: ap.Calibration | None  # decode MHA by the programs of one GPU's HBM-PIM (hbm_pim baseline)
+    hbm_pim_channels: int         # channels of one GPU's HBM-PIM, each running its share of the heads
     kv_capacity_host: float       # bytes of KV this replica may keep in host memory
     kv_capacity_hbm: float        # bytes of KV this replica may keep in HBM beside its weights
 
 
 def hardware(gpu, cpu, memory: Memory, nvlink, pcie, tp: int, dp: int, kv_region_bytes: float,
-             weight_bytes: float, hbm_pim_bw_total: float) -> Hardware:
+             weight_bytes: float, hbm_pim: Memory | None = None, head_dim: int = 128) -> Hardware:
     org, part = memory.organization, memory.part
     channels = org.channels * memory.count / dp
     bank_bw = org.row_bytes / (bank_row_cycles(memory) * part.tck_s)
@@ -86,7 +95,9 @@ def hardware(gpu, cpu, memory: Memory, nvlink, pcie, tp: int, dp: int, kv_region
         rank_pu_bw=channels * org.ranks * channel_bw * (1 - refresh_share(memory)),
         rankset_write_bw=channels * channel_bw,
         cpu_bw=cpu.memory_bandwidth_bytes_per_s * cpu.count / dp if cpu else 0.0,
-        hbm_pim_bw=hbm_pim_bw_total * tp / gpu.count,
+        hbm_pim=(ap.calibrate(hbm_pim, head_dim, params=HBM_PIM_PARAMS, heads=HBM_PIM_HEADS)
+                 if hbm_pim is not None else None),
+        hbm_pim_channels=hbm_pim.organization.channels if hbm_pim is not None else 0,
         kv_capacity_host=kv_region_bytes / dp,
         kv_capacity_hbm=tp * gpu.memory_bytes - weight_bytes,
     )
@@ -100,6 +111,7 @@ class Shape:
     kv_token_bytes: int           # K and V of one token in one layer
     head_bytes: int               # LM head read once per iteration
     dtype_bytes: int = 2
+    head_dim: int = 128
 
     @staticmethod
     def of(model) -> "Shape":
@@ -107,7 +119,7 @@ class Shape:
         kv_dim = model.kv_heads * model.head_dim
         attn = h * (model.heads * model.head_dim) * 2 + h * kv_dim * 2
         ffn = (3 if model.gated_ffn else 2) * h * f
-        return Shape(h, attn + ffn, 2 * kv_dim * 2, model.vocab * h * 2)
+        return Shape(h, attn + ffn, 2 * kv_dim * 2, model.vocab * h * 2, head_dim=model.head_dim)
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,20 @@ class Costs:
         chunk, prefix = np.asarray(chunk, dtype=float), np.asarray(prefix, dtype=float)
         flops = 4 * chunk * (prefix + (chunk + 1) / 2) * s.hidden
         return np.where(chunk > 0, self._roof(flops, (prefix + chunk) * s.kv_token_bytes), 0.0)
+
+    def hbm_pim_attention(self, contexts):
+        """Decode MHA on the replica's HBM-PIM by its unit's programs: contexts (..., n) of n requests
+        -> seconds (...); every request's heads spread evenly over the channels of the tp GPUs."""
+        hw, s = self.hw, self.shape
+        heads = s.kv_token_bytes // (2 * s.dtype_bytes * s.head_dim)
+        work = hw.hbm_pim.head_seconds(contexts).sum(axis=-1) * heads
+        return work / (hw.tp * hw.hbm_pim_channels)
+
+    def hbm_pim_bandwidth(self) -> float:
+        """K and V bytes per second the replica's HBM-PIM reads in the programs' steady state."""
+        hw, s = self.hw, self.shape
+        per_head = 2 * hw.hbm_pim.period_tokens * s.head_dim * s.dtype_bytes
+        return per_head / float(hw.hbm_pim.head_seconds(hw.hbm_pim.period_tokens)) * hw.tp * hw.hbm_pim_channels
 
     def decode_attention_gpu(self, tokens):
         """Decode MHA over `tokens` cached tokens in HBM: reads every K and V once."""

@@ -63,10 +63,11 @@ PARAMS = {
     "tp": "tensor parallelism: GPUs per replica ([L3] Table 3)",
     "dp": "data parallelism: replicas, each with 1/dp of the host memory's channels",
     "chunk_multiple": "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)",
-    "hbm_pim_bandwidth": "internal bandwidth of the HBM-PIM baseline, all GPUs together",
+    "hbm_pim_memory": "memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs",
     "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
     "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
     "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
+    "prefilled": "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)",
 }
 PREDICTORS = ("oracle", "learned")
 SPLITS = ("per_rankset", "token_sum")
@@ -121,13 +122,12 @@ def setup(system: System):
     if weights > tp * gpu.memory_bytes:
         _fail(f"model '{system.model.name}' ({weights / 1e9:.0f} GB) does not fit {tp} x {gpu.memory_bytes / 1e9:.0f} GB",
               m.span, "raise tp")
-    hw = dc.hardware(gpu, cpu, mem, links.get("nvlink"), links["pcie"], tp, dp, region, weights,
-                     float(m.params.get("hbm_pim_bandwidth", 0.0)))
     mode = MODES[m.strategy]
+    hbm_pim = _hbm_pim_memory(system) if mode.attention == "hbm_pim" else None
+    hw = dc.hardware(gpu, cpu, mem, links.get("nvlink"), links["pcie"], tp, dp, region, weights,
+                     hbm_pim, system.model.head_dim)
     if mode.attention == "cpu" and cpu is None:
         _fail("strategy cpu_offload needs a cpu (set params.host_cpu)", m.span)
-    if mode.attention == "hbm_pim" and hw.hbm_pim_bw <= 0:
-        _fail("strategy hbm_pim needs params.hbm_pim_bandwidth", m.span)
     if system.workload.kv_admission != "reserve":
         _fail(f"kv_admission = {system.workload.kv_admission} is not modelled by the sub-batch serving loop",
               system.workload.span, "a request reserves its whole life's KV at admission: remove it or write reserve")
@@ -141,11 +141,31 @@ def setup(system: System):
     predictor = m.params.get("predictor", "oracle")
     if predictor not in PREDICTORS:
         _fail(f"predictor '{predictor}' is not one of {', '.join(PREDICTORS)}", m.param_spans.get("predictor", m.span))
+    if m.params.get("prefilled", 0) not in (0, 1):
+        _fail(f"prefilled must be 0 or 1, not {m.params['prefilled']!r}", m.param_spans.get("prefilled", m.span))
     multiple = m.params.get("chunk_multiple", 16)
     if not (isinstance(multiple, (int, float)) and multiple >= 1 and float(multiple).is_integer()):
         _fail(f"chunk_multiple must be a whole number of tokens >= 1, not {multiple!r}",
               m.param_spans.get("chunk_multiple", m.span))
     return mode, dc.Costs(hw, dc.Shape.of(system.model)), dp, int(multiple), (how, predictor), requests
+
+
+def _hbm_pim_memory(system):
+    """The memory `hbm_pim_memory` names: one of the system's, with attention programs."""
+    m = system.mapping
+    name = m.params.get("hbm_pim_memory")
+    if name is None:
+        _fail("strategy hbm_pim needs params.hbm_pim_memory (a memory with an HBM-PIM unit)", m.span)
+    memory = next((x for x in system.memories if x.name == name), None)
+    if memory is None:
+        _fail(f"hbm_pim_memory '{name}' is not a memory of system '{system.name}'",
+              m.param_spans.get("hbm_pim_memory", m.span),
+              did_you_mean(str(name), tuple(x.name for x in system.memories), "memories"))
+    missing = [c for c in ("attn_score", "attn_context") if memory.pim is None or memory.pim.program(c) is None]
+    if missing:
+        _fail(f"hbm_pim_memory '{name}' has no PIM program for {', '.join(missing)}",
+              m.param_spans.get("hbm_pim_memory", m.span), "give its unit `program attn_score` and `program attn_context`")
+    return memory
 
 
 class Replica:
@@ -156,6 +176,7 @@ class Replica:
         self.name, self.mode, self.c, self.multiple, self.prof = name, mode, costs, multiple, profiles
         self.how, self.learned = how[0], how[1] == "learned"
         self.layers = system.model.layers
+        self.prefilled = system.mapping.params.get("prefilled", 0) == 1
         hw = costs.hw
         self.R = hw.ranksets if mode.attention == "dimm_bank" else 1
         cap = hw.kv_capacity_host if mode.kv_home == "host" else hw.kv_capacity_hbm
@@ -239,7 +260,7 @@ class Replica:
         elif mode.attention == "rank_pu":
             t = c.kv_bytes(tokens.sum(1)) / c.hw.rank_pu_bw
         elif mode.attention == "hbm_pim":
-            t = c.kv_bytes(tokens.sum(1)) / c.hw.hbm_pim_bw
+            t = c.hbm_pim_attention(self.ctx[members][None, :] + j)
         elif mode.attention == "cpu":
             t = c.kv_bytes(tokens.sum(1) + prefill_writes.sum() + n) / c.hw.cpu_bw
         else:
@@ -446,6 +467,8 @@ class Replica:
 
     def run(self):
         step = self.step_interleaved if self.mode.interleave else self.step_prefill_first
+        while self.prefilled and self.waiting and self._admit(self.waiting[0]):
+            self._start_decode(self.waiting.popleft())       # its prompt's KV is there already
         while self.waiting or len(self.ctx):
             if step() is False:
                 break
@@ -494,7 +517,8 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
                         "pcie_busy": busy["pcie"] * end},
         "pcie_bytes": sum(rep.pcie_bytes for rep in replicas),
         "attention_bandwidth_bytes_per_s": {"dimm_bank": hw.rankset_bw * hw.ranksets, "rank_pu": hw.rank_pu_bw,
-                                            "gpu": hw.hbm_bw * hw.tp, "hbm_pim": hw.hbm_pim_bw, "cpu": hw.cpu_bw}[mode.attention],
+                                            "gpu": hw.hbm_bw * hw.tp, "cpu": hw.cpu_bw}[mode.attention]
+                                           if mode.attention != "hbm_pim" else costs.hbm_pim_bandwidth(),
         "ranksets": hw.ranksets, "tp": hw.tp, "dp": len(replicas),
         "rankset_imbalance": (sum(r.imbalance[0] for r in replicas) / sum(r.imbalance[1] for r in replicas)
                               if sum(r.imbalance[1] for r in replicas) else None),

@@ -234,15 +234,24 @@ def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError
         if decl is not None:
             src = [s for s in decl.reads if s != "row"]
             dst = [s for s in decl.writes if s != "row"]
-            state = {"reg": dst[:1], "src": src[:1], "acc": (dst if decl.effect == "mac" else src)[:1]}
+            state = {"reg": dst[:1], "src": src[:1], "acc": (dst if decl.effect in ("mac", "scale") else src)[:1]}
+            if decl.effect == "reduce":
+                state["output"] = [s for s in dst if s != "host"]
         values = {name: evaluate(e, env) for name, e in stmt.args}
         if decl is not None and decl.effect == "dot" and state["src"]:
             values = {**values, "src": values.get("src", 0) + values.get("k", 1) - 1}   # the last entry read
+        # the last element a rank-file effect touches (elements: entry x lanes + lane)
+        elements = {"scale": lambda v: ("src", v["src"] + (sizes["banks"] - 1) // max(1, v["share"])),
+                    "softmax": lambda v: ("src", v["src"] + v["n"] - 1),
+                    "reduce": lambda v: ("output", v["output"] + v["stride"] * (sizes["banks"] - 1))}
+        element = elements[decl.effect](values) if decl is not None and decl.effect in elements else (None, 0)
         for name, e in stmt.args:
             value = values[name]
             limit, what = limits.get(name), name
             if name in state and state[name]:
                 limit, what = state_size(state[name][0]), f"{state[name][0]} entry"
+                if name == element[0]:
+                    value, limit, what = element[1], limit * sizes["lanes"], f"{state[name][0]} element"
             if limit is not None and not 0 <= value < limit:
                 problems.setdefault((stmt.span, name), ProgramError(
                     f"{stmt.command}: {what} {value} is outside the declared 0..{limit - 1} "

@@ -4,9 +4,14 @@ by the sub-batch serving loop on `specs/systems/l3_*.pim`."""
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 from ..frontend.pipeline import load_spec
+import numpy as np
+
+from ..loops import attention_programs as ap
 from ..loops import dimm_pim_costs as dc
+from ..serving.requests import requests_for
 from ..loops import sub_batch_serving as loop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +88,45 @@ def design() -> dict:
     }
 
 
+def programs(model: str = "gpt3_175b") -> dict:
+    """Decode attention through the unit's declared programs, timed by the DRAM engine, beside the
+    loop's price (one bank's row period per 8 KB of K or V): the per-token ratio in steady state and
+    weighted over every decode step of each trace's requests (each request pays its partial rows)."""
+    s = system(model, ["workload.requests=1"])
+    mem = next(m for m in s.memories if m.pim is not None)
+    head_dim = s.model.head_dim
+    per_row = ap.period_tokens(mem, head_dim)
+    cal = ap.calibrate(mem, head_dim, per_row)
+    row = dc.bank_row_cycles(mem)
+    loop_cycles = lambda ctx: 2 * ctx * head_dim * 2 / (mem.organization.banks_per_rank * mem.organization.row_bytes) * row
+    out = {"period_tokens": per_row, "program_period_cycles": cal.period_cycles,
+           "loop_period_cycles": float(loop_cycles(per_row)), "traces": {}}
+    for trace in TRACES:
+        reqs = requests_for(system(model, trace_sets(trace)).workload)
+        ctx = np.concatenate([np.arange(r.input_len, r.input_len + r.output_len) for r in reqs])
+        out["traces"][trace] = float(cal.cycles(ctx).sum() / loop_cycles(ctx).sum())
+    # the hbm_pim baseline: NeuPIMs' programs on each GPU's HBM-PIM, against its internal peak
+    hs = system(model, ["workload.requests=1", "mapping.strategy=hbm_pim"])
+    costs = loop.setup(hs)[1]
+    hbm = next(m for m in hs.memories if m.name == hs.mapping.params["hbm_pim_memory"])
+    org, part = hbm.organization, hbm.part
+    out["hbm_pim_peak_tbps"] = hbm.count * org.channels * org.ranks * org.banks_per_rank * hbm.pim.simd_width_bits / 8 / (
+        part.timing_cycles["tCCD_L"] * part.tck_s) / 1e12
+    out["hbm_pim_programs_tbps"] = costs.hbm_pim_bandwidth() / 1e12
+    return out
+
+
+def balanced_ranksets(model: str = "gpt3_175b") -> dict:
+    """A2's cause, measured: L3 with every rankset given the mean of the ranksets' decode loads (a
+    counterfactual of the cost model, not a design): what the per-layer placement's imbalance costs."""
+    def mean_load(costs, loads, blocks, ranksets_on):
+        compute = costs.kv_bytes(loads) / costs.hw.rankset_bw
+        return np.mean(compute, axis=-1, keepdims=True) + blocks if ranksets_on else original(costs, loads, blocks, False)
+    original = dc.Costs.rankset_finish
+    with mock.patch.object(dc.Costs, "rankset_finish", mean_load):
+        return run(model, "l3")
+
+
 def tbt(ranksets=(2, 4, 8, 16), batches=(16, 32, 64, 128), context=6000) -> dict:
     """Fig. 11: GPT-89B decode-only batches of `context`-token requests, one replica; GPU-only with
     unbounded HBM. Ratios to GPU-only at the same batch, and normalised to GPU-only at batch 16."""
@@ -96,7 +140,7 @@ def tbt(ranksets=(2, 4, 8, 16), batches=(16, 32, 64, 128), context=6000) -> dict
 
 
 def collect(progress=print) -> dict:
-    data = {"design": design(), "grid": {}, "ablation": {}, "scaling": {}, "tbt": tbt(), "sensitivity": {}}
+    data = {"design": design(), "programs": programs(), "grid": {}, "ablation": {}, "scaling": {}, "tbt": tbt(), "sensitivity": {}}
     for model in MODELS:
         for trace in TRACES:
             key = f"{model}/{trace}"
@@ -106,6 +150,7 @@ def collect(progress=print) -> dict:
         data["ablation"][model] = {st: run(model, st) for st in ("l3_naive", "l3_interleave", "l3")}
         data["ablation"][model]["l3_token_sum_split"] = run(model, "l3", ["mapping.params.sub_batch_split=token_sum"])
         data["ablation"][model]["l3_learned"] = run(model, "l3", ["mapping.params.predictor=learned"])
+    data["ablation"]["gpt3_175b"]["l3_balanced_ranksets"] = balanced_ranksets()
     for name, (gib, rs) in SCALING.items():
         data["scaling"][name] = run("gpt3_175b", "l3", memory_sets(gib, rs))
         progress(name)
@@ -137,6 +182,7 @@ def summary(data: dict) -> dict:
     ab = data["ablation"]["gpt3_175b"]
     s["A1"] = ab["l3_interleave"]["tokens_per_s"] / ab["l3_naive"]["tokens_per_s"]
     s["A2"] = ab["l3"]["tokens_per_s"] / ab["l3_interleave"]["tokens_per_s"]
+    s["A2_balanced"] = ab["l3_balanced_ranksets"]["tokens_per_s"] / ab["l3_interleave"]["tokens_per_s"]
     t = data["tbt"]
     ratios = {int(rs): [t["l3_s"][rs][b] / t["gpu_only_s"][b] for b in t["gpu_only_s"]] for rs in t["l3_s"]}   # keys: str after JSON
     s["L1_smallest_rs"] = (min(ratios[min(ratios)]), max(ratios[min(ratios)]))
@@ -184,6 +230,7 @@ def markdown(data: dict) -> str:
         f"| C3 | GPT-175B, both (4 TB, 16 RS) | 5.1x | {s['C3']:.2f}x | {_pct(s['C3'], 5.1)} |",
         f"| A1 | GPT-175B OpenR1, + interleaving over naive | ~1.3x | {s['A1']:.2f}x | {_pct(s['A1'], 1.3)} |",
         f"| A2 | + communication overlap (ranksets) | ~1.7x | {s['A2']:.2f}x | {_pct(s['A2'], 1.7)} |",
+        f"| A2 | the same with the ranksets' loads balanced (ours, a counterfactual) | ~1.7x | {s['A2_balanced']:.2f}x | {_pct(s['A2_balanced'], 1.7)} |",
         f"| L1 | GPT-89B TBT / GPU-only, 2 ranksets, batch 16-128 | comparable | {s['L1_smallest_rs'][0]:.0%}-{s['L1_smallest_rs'][1]:.0%} | |",
         f"| L2 | the same at 16 ranksets | 29-53% | {s['L2_16_rs'][0]:.0%}-{s['L2_16_rs'][1]:.0%} | |",
         "",
@@ -206,6 +253,11 @@ def markdown(data: dict) -> str:
     for model, ab in data["ablation"].items():
         lines.append(f"| {MODELS[model]} | " + " | ".join(f"{ab[k]['tokens_per_s']:.1f}" for k in
                      ("l3_naive", "l3_interleave", "l3", "l3_token_sum_split", "l3_learned")) + " |")
+    ab = data["ablation"]["gpt3_175b"]
+    lines += ["", "A2's cause (GPT-175B OpenR1): PCIe busy " + ", ".join(
+        f"{ab[k]['utilization']['pcie']:.1%} ({k})" for k in ("l3_naive", "l3_interleave", "l3")) +
+        f"; L3 with the ranksets' loads balanced: {ab['l3_balanced_ranksets']['tokens_per_s']:.1f} tokens/s "
+        f"(rankset imbalance of L3: {ab['l3']['rankset_imbalance']:.2f})."]
     lines += ["", "## Fig. 9 scalability (GPT-175B, OpenR1)", "", "| config | tokens/s | / base | batch max |", "|---|---:|---:|---:|"]
     base = data["scaling"]["base"]["tokens_per_s"]
     for name, r in data["scaling"].items():
@@ -222,6 +274,28 @@ def markdown(data: dict) -> str:
     for name, e in pe.items():
         err = e["mean_relative_error"]
         lines.append(f"| {name} | {e['samples']} | {'-' if err is None else f'{err:.1%}'} |")
+    pr = data["programs"]
+    lines += ["", "## Decode attention through the declared programs (GPT-175B)", "",
+              "`program attn_score` / `attn_context` of `l3_bank_pu` (K and V mappings of [L3] Sec. 4.2), timed by the",
+              "DRAM engine on the spec's DDR4-3200 with blocking refresh, against the loop's price (a bank's row period",
+              f"per 8 KB of K or V). One head, {pr['period_tokens']} tokens (a K row and a V row): program "
+              f"{pr['program_period_cycles']:.0f} CK, loop {pr['loop_period_cycles']:.0f} CK "
+              f"({pr['program_period_cycles'] / pr['loop_period_cycles']:.4f}x). Over every decode step of each trace's "
+              "requests, each paying its partial last rows:", "",
+              "| trace | program / loop |", "|---|---:|"]
+    lines += [f"| {t} | {r:.4f}x |" for t, r in pr["traces"].items()]
+    lines += ["", "The hbm_pim baseline's decode attention runs the NeuPIMs programs (`specs/pim/neupims_pim.pim`) on each",
+              "A100's HBM-PIM (`l3_hbm_pim`), calibrated per shape: internal peak "
+              f"{pr['hbm_pim_peak_tbps']:.1f} TB/s ([L3] Table 2: 260.8), K and V read at {pr['hbm_pim_programs_tbps']:.1f} TB/s "
+              "by the programs in steady state (4 heads per 1 KB row, PIM_GWRITEs of the query and scores)."]
+    lines += ["", "## Plots by `pimc sweep` (`python validation/run_l3.py --plots`, CSVs beside them)", "",
+              "- Fig. 8: `validation/l3/fig8_{opt_66b,gpt_89b,gpt3_175b}.png`, tokens/s of every system on the four traces",
+              "  (Table 4's traces as the workload blocks `l3_openr1`, `l3_dolphin`, `l3_openthoughts`, `l3_longbench`).",
+              "- Fig. 9: `validation/l3/fig9_gpt3_175b.png`, GPT-175B OpenR1 tokens/s over ranksets (2-16) x host capacity",
+              "  (512 GiB-4 TiB); its corners are the scalability table's four configurations.",
+              "- Fig. 11: `validation/l3/fig11_gpt_89b_l3.png` (time between tokens over requests, one line per rankset count)",
+              "  and `fig11_gpt_89b_gpu_only.png`; decode-only (`prefilled = 1`), two replicas, so a replica's batch is",
+              "  half the requests; the points are the Fig. 11 table's (contexts of 6,001 tokens there, 6,000 here)."]
     sens = data["sensitivity"]
     lines += ["", "## Sensitivity: the GPU's FP16 rate (GPT-175B OpenR1)", "",
               "[L3] Sec. 6.1 says \"a total of 156 TFLOPs on FP16\"; the spec keeps the datasheet's 312 TFLOPS per GPU.",

@@ -21,6 +21,20 @@ of every pair), by its declared effect:
             float32, the result rounded to the datatype; the host adds it in float32 into output
             `output + stride x` the bank's index in the channel (rank x banks + bank)
 
+A register file declared `placement = rank` is one file per rank, shared by the rank's units (a
+buffer chip's unit); its elements are numbered entry x lanes + lane. With b a bank's index within
+its rank, in bank order:
+
+  scale     per bank: acc[acc] += row burst `column` x element `src + b / share` of the rank file,
+            lane by lane; the product and then the sum rounded to the datatype
+  reduce    per bank: the lanes of acc[acc] summed by an adder tree in float32, rounded to the
+            datatype, written to element `output + stride x b` of the rank file (or added by the
+            host in float32 into that output); the entry is cleared
+  accumulate per bank: lane l of acc[acc] added by the host in float32 into output
+            `output + stride x mod(b, share) + l`; the entry is cleared
+  softmax   elements `src` .. `src + n - 1` of the rank file: exp(x - max) in float32, summed in
+            float32 in order, each divided by the sum and rounded to the datatype
+
 A command of scope `channel` acts on the banks of every rank of its channel.
 
 Commands of effect `none` (activations, precharges, mode changes) change no
@@ -49,6 +63,7 @@ class ProgramExecutor:
         self.lanes = pim.lanes
         self.decls = {c.name: c for c in pim.commands}
         self.files = {rf.name: rf.count for rf in pim.register_files}
+        self.ranked = {rf.name for rf in pim.register_files if rf.placement == "rank"}
         self.unit_of = _UNIT_OF.get(pim.placement, lambda b, bpg: 0)
         self.banks: dict[tuple, Banks] = {}
         self.state: dict[tuple, np.ndarray] = {}
@@ -63,7 +78,7 @@ class ProgramExecutor:
 
     def entries(self, name: str, key: tuple) -> np.ndarray:
         """A register file of one unit (key: channel, pseudo-channel, rank, unit) or the channel's global buffer."""
-        key = (name, key[0]) if name == "global_buffer" else (name, *key)
+        key = (name, key[0]) if name == "global_buffer" else (name, *key[:3]) if name in self.ranked else (name, *key)
         if key not in self.state:
             count = constants(self.memory)["global_buffer"] if name == "global_buffer" else self.files[name]
             self.state[key] = np.zeros((count, self.lanes), dtype=self.dt)
@@ -89,6 +104,8 @@ class ProgramExecutor:
         targets = self._banks(decl, c)
         if decl.effect == "dot":
             return self._dot(decl, c, targets)
+        if decl.effect in _RANK_EFFECTS:
+            return _RANK_EFFECTS[decl.effect](self, decl, c, targets)
         if decl.effect == "copy":
             words = self.bank_rows(c.channel, c.pseudo_channel, c.rank).row(targets[0][1], c.row).reshape(-1, self.lanes)
             target = next(s for s in decl.writes if s != "row")
@@ -143,6 +160,61 @@ class ProgramExecutor:
             out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b)
             if 0 <= out < len(self.y):
                 self.y[out] = np.float32(self.y[out] + np.float32(value))
+
+
+def _scale(ex: ProgramExecutor, decl, c: Command, targets) -> None:
+    a, src = c.data, next(s for s in decl.reads if s != "row")
+    acc = next(s for s in decl.writes)
+    scalars = ex.entries(src, (c.channel, c.pseudo_channel, c.rank)).reshape(-1)
+    rows = ex.bank_rows(c.channel, c.pseudo_channel, c.rank)
+    for r, b in targets:
+        burst = rows.row(b, c.row)[c.column]
+        product = (burst * scalars[a["src"] + b // a["share"]]).astype(ex.dt)
+        entry = ex.entries(acc, (c.channel, c.pseudo_channel, r, ex.unit_of(b, ex.org.banks_per_group)))
+        entry[a["acc"]] = (entry[a["acc"]] + product).astype(ex.dt)
+
+
+def _drain(ex: ProgramExecutor, decl, c: Command, targets):
+    """(bank index within its rank, its accumulator entry as float32) for each target; entries cleared."""
+    a, acc = c.data, decl.reads[0]
+    for r, b in targets:
+        entry = ex.entries(acc, (c.channel, c.pseudo_channel, r, ex.unit_of(b, ex.org.banks_per_group)))
+        value = entry[a["acc"]].astype(np.float32)
+        entry[a["acc"]] = 0
+        yield b, value
+
+
+def _reduce(ex: ProgramExecutor, decl, c: Command, targets) -> None:
+    a, target = c.data, decl.writes[0]
+    for b, value in list(_drain(ex, decl, c, targets)):
+        total = adder_tree_dot(value, np.ones_like(value), ex.lanes)
+        out = a["output"] + a["stride"] * b
+        if target == "host":
+            if 0 <= out < len(ex.y):
+                ex.y[out] = np.float32(ex.y[out] + total)
+        else:
+            ex.entries(target, (c.channel, c.pseudo_channel, c.rank)).reshape(-1)[out] = total
+
+
+def _accumulate(ex: ProgramExecutor, decl, c: Command, targets) -> None:
+    a = c.data
+    for b, value in list(_drain(ex, decl, c, targets)):
+        start = a["output"] + a["stride"] * (b % a["share"])
+        n = max(0, min(ex.lanes, len(ex.y) - start))
+        ex.y[start:start + n] = (ex.y[start:start + n] + value[:n]).astype(np.float32)
+
+
+def _softmax(ex: ProgramExecutor, decl, c: Command, targets) -> None:
+    a = c.data
+    elements = ex.entries(decl.reads[0], (c.channel, c.pseudo_channel, c.rank)).reshape(-1)
+    x = elements[a["src"]:a["src"] + a["n"]].astype(np.float32)
+    if x.size:
+        e = np.exp(x - x.max()).astype(np.float32)
+        total = np.add.accumulate(e, dtype=np.float32)[-1]      # in order, as the unit adds them
+        elements[a["src"]:a["src"] + a["n"]] = (e / total).astype(ex.dt)
+
+
+_RANK_EFFECTS = {"scale": _scale, "reduce": _reduce, "accumulate": _accumulate, "softmax": _softmax}
 
 
 def adder_tree_dot(a: np.ndarray, b: np.ndarray, lanes: int) -> np.ndarray:
