@@ -1,4 +1,4 @@
-"""NeuPIMs serving prices (neupims_costs) and the list scheduling of sub-batch chains (neupims_serving).
+"""NeuPIMs serving prices (loops/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving.py).
 
 GPT3-7B on specs/systems/neupims_gpt3_7b.pim: TP 4, PP 1 (the paper's Table 3), so a device runs
 8 of the 32 heads, 4096 of the 16384 FFN columns and a quarter of the weights (section 7.2). The
@@ -19,8 +19,8 @@ from pimdsl.interpreter.host.models import kernel_time
 from pimdsl.lowering.records import Kernel
 from pimdsl.ir.errors import CompileError
 from pimdsl.serving import greedy_min_load, mha_latency, mha_tile_counts, round_robin
-from pimdsl.serving.neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
-from pimdsl.serving.neupims_serving import schedule_chains
+from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving import schedule_chains
 
 from .conftest import ROOT
 
@@ -184,7 +184,7 @@ def test_mha_seconds_is_algorithm_1_by_hand(costs, seq, sg, st_, ag, at):
     got = c.mha_seconds(np.array([seq]))
     assert got.shape == (1,)
     assert got[0] == pytest.approx(by_hand, rel=1e-12)
-    # and Algorithm 1 as neupims_algorithms states it, with the measured tiles
+    # and Algorithm 1 as serving/channel_assignment.py states it, with the measured tiles
     assert got[0] == pytest.approx(mha_latency(seq, heads=8, head_dim=128, page_elems=512, banks=32,
                                                tile_latency=lambda kind, _: t[kind],
                                                gwrite_latency=t["gwrite"]), rel=1e-12)
