@@ -10,6 +10,9 @@ Host kernels: kind from the op (gemm/gemv, attention for score and context,
 softmax, norm, embedding, copy for KV appends, elementwise otherwise); bytes
 are the weights plus the activations and KV cache the op reads and writes;
 matrix ops on a CPU use its `gemm` threads when the spec names them. A host
+op's traffic moves no faster than the peak bandwidth of the memory that holds its
+weights (all its instances; the mapping's `data` block says which), when that is
+below the processor's. A host
 op whose weights are non-cacheable (access `noncacheable`, NC-GEMM) rereads
 them for every token at the platform's uncached read rate; a swizzled copy
 (an `smc` op) moves its traffic at the SMC rate of its threads (strategy.py).
@@ -38,11 +41,12 @@ def run(program: Program) -> Program:
             attrs["lowered"] = Kernel(name, "copy", device, op.dtype, 0.0, attrs["smc_bytes"], dict(op.shape),
                                       threads, smc_bandwidth(program.system, processors[device], threads))
         else:
-            attrs["lowered"] = _kernel(program, processors[device], name, op, attrs.get("access"))
+            attrs["lowered"] = _kernel(program, processors[device], name, op, attrs.get("access"),
+                                       _weights_memory(program, attrs))
     return program
 
 
-def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel:
+def _kernel(program: Program, proc, name: str, op, access: str | None, held_in=None) -> Kernel:
     kind = KERNEL_KIND.get(op.kind, "elementwise")
     threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
     weight_bytes, bandwidth = op.weight_bytes, None
@@ -50,8 +54,20 @@ def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel
         # uncached: no reuse across the step's tokens, so a GEMM of m tokens rereads them m times
         weight_bytes *= op.shape.get("m", 1) if kind in ("gemm", "gemv") else 1
         bandwidth = noncacheable_read_bandwidth(program.system)
+    if held_in is not None and op.weight_bytes:
+        # the weights stream from the memory that holds them: no faster than its peak (every instance)
+        peak = held_in.count * held_in.peak_bandwidth_bytes_per_s
+        if peak < (bandwidth or proc.count * proc.memory_bandwidth_bytes_per_s):
+            bandwidth = peak
     return Kernel(name, kind, proc.name, op.dtype, op.flops, weight_bytes + op.read_bytes + op.write_bytes,
                   dict(op.shape), threads, bandwidth)
+
+
+def _weights_memory(program: Program, attrs: dict):
+    """The memory that holds a host op's weights (allocation's record), if the system has it."""
+    alloc = attrs.get("alloc")
+    name = alloc.memory if alloc is not None else None
+    return next((m for m in program.system.memories if m.name == name), None)
 
 
 def _repeat(items: list, times: int, op: str) -> list:
