@@ -6,6 +6,10 @@ lazily by the generic expander from the unit's declared program), a `Kernel` for
 processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
 m times (PIM units hold one input vector at a time).
 
+On a PIM memory with a count (`memory d[4]`) each instance runs its share of the op
+(`_instance_shapes`) at once, on its own resource `pim:d[i]` (`resources`,
+`instances`); the op takes the time of the largest share.
+
 Host kernels: kind from the op (gemm/gemv, attention for score and context,
 softmax, norm, embedding, copy for KV appends, elementwise otherwise); bytes
 are the weights plus the activations and KV cache the op reads and writes;
@@ -19,6 +23,7 @@ them for every token at the platform's uncached read rate; a swizzled copy
 """
 from __future__ import annotations
 
+from ..ir.pim_program import OP_SHAPES
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
 from ..lowering.stream import Loop
@@ -35,7 +40,11 @@ def run(program: Program) -> Program:
     for name, attrs in program.ops():
         op, device = attrs["op"], attrs["device"]
         if device.startswith("pim:"):
-            attrs["lowered"] = _pim_work(memory, name, op, attrs)
+            works = [_pim_work(memory, name, op, attrs, shape) for shape in _instance_shapes(memory, op, attrs)]
+            attrs["lowered"] = works[0]               # the largest share: the op's time
+            if memory.count > 1:
+                attrs["instances"] = tuple(works)
+                attrs["resources"] = tuple(f"{device}[{i}]" for i in range(len(works)))
         elif op.kind == "smc":
             threads = attrs["smc_threads"]
             attrs["lowered"] = Kernel(name, "copy", device, op.dtype, 0.0, attrs["smc_bytes"], dict(op.shape),
@@ -74,8 +83,25 @@ def _repeat(items: list, times: int, op: str) -> list:
     return items if times == 1 else [Loop(times, lambda _: items, "token", op=op)]
 
 
-def _pim_work(memory, name, op, attrs) -> PimWork:
-    fam, tiling, s = attrs["family"], attrs["tiling"], op.shape
+def _instance_shapes(memory, op, attrs) -> list[dict]:
+    """The op's shape on each instance of a memory with a count: its first dimension (a GEMV's
+    output rows, an attention's keys) split as evenly as it goes, the larger shares first (the
+    data is striped over the instances), instances left without work dropped."""
+    if memory.count == 1:
+        return [op.shape]
+    dim = OP_SHAPES[attrs["program"].op_class][0]
+    share = lambda v, i: v // memory.count + (i < v % memory.count)
+    shapes = []
+    for i in range(memory.count):
+        v = op.shape[dim]
+        part = [share(x, i) for x in v] if isinstance(v, list) else share(v, i)
+        if (max(part) if isinstance(part, list) else part) > 0:
+            shapes.append({**op.shape, dim: part})
+    return shapes
+
+
+def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
+    fam, tiling = attrs["family"], attrs["tiling"]
     if fam == "program":                    # declared in the unit: the generic expander
         declared, first_row = attrs["program"], attrs.get("first_row") or 0
         # a program for the op's own class covers its tokens; a GEMV program runs once per token
