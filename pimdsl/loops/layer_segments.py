@@ -117,7 +117,7 @@ class DeviceCosts:
         self.system, self.strategy = system, strategy
         model = system.model
         if model is None or model.architecture != "decoder":
-            _fail(system, "NeuPIMs serving needs a decoder model")
+            _fail(system, "the iteration serving loop needs a decoder model")
         self.tp, self.pp = parallelism(system)
         self.shard = shard = device_model(model, self.tp, self.pp)
         self._prefill: dict[int, float] = {}      # prompt tokens -> prefill seconds
