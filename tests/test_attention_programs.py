@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.values.programs import adder_tree_dot, run
 from pimdsl.lowering.pim_program import check, environment
-from pimdsl.serving.neupims_costs import attention_lets, attention_shape, attention_stream, vector_banks
+from pimdsl.loops.pim_attention import attention_lets, attention_shape, attention_stream, vector_banks
 from pimdsl.validation import neupims as N
 
 

@@ -111,3 +111,58 @@ def test_a_wrong_data_block_is_a_located_diagnostic(tmp_path, capsys, data, wher
     status = main(["run", str(path), *ONE_LAYER])
     err = capsys.readouterr().err
     assert status == 1 and f"s.pim:{where}: error: {message}" in err, err
+
+
+def _lm_head(path):
+    """The decode step's LM head (a host GEMV over the tied embedding) and its time on the CPU."""
+    from pimdsl.interpreter.host.models import kernel_time
+    from pimdsl.loops.step_run import compile_step
+    loaded, diags = load_spec(str(path), ["llama3_2_1b.layers=1"])
+    assert loaded is not None, diags.render_all()
+    system = loaded.systems["s"]
+    kernel = compile_step(system, "decode", 1, 1, 4).graph.nodes["lm_head"]["lowered"]
+    return kernel, kernel_time(system.processors[0], kernel)
+
+
+def test_host_kernels_read_weights_at_the_bandwidth_of_the_memory_that_holds_them(tmp_path):
+    slow, t_slow = _lm_head(spec(tmp_path))                   # in host DDR5: 2 channels x 19.2 GB/s peak
+    fast, t_fast = _lm_head(spec(tmp_path, data=""))          # in the LPDDR5X, as fast as the CPU reads
+    wide, t_wide = _lm_head(spec(tmp_path, count=4))          # four DDR5 DIMMs: 153.6 GB/s
+    assert slow.bytes == fast.bytes == wide.bytes > 128256 * 2048 * 2
+    assert t_slow.memory_s == pytest.approx(slow.bytes / 38.4e9, rel=1e-12)
+    assert t_fast.memory_s == pytest.approx(fast.bytes / 68.264e9, rel=1e-12)     # the CPU's bandwidth
+    assert t_wide.memory_s == pytest.approx(wide.bytes / 68.264e9, rel=1e-12)     # the CPU's again
+    assert fast.bandwidth is None and wide.bandwidth is None and slow.bandwidth == 38.4e9
+
+
+PIM_SPEC = """
+import "hardware/galaxy_s24p.pim";
+import "models/llama3_2_1b.pim";
+memory pim4[COUNT] : s24_lpddr5x {}
+mapping m { decode { fc = pim; } }
+workload w { batch = 1; input_len = 1; output_len = 1; }
+system s { processors = [s24_cpu]; memories = [pim4]; model = llama3_2_1b; mapping = m; workload = w; }
+"""
+
+
+def test_a_pim_memory_of_four_instances_runs_each_op_on_all_four(tmp_path, capsys):
+    reports = {}
+    for count in (1, 4):
+        path = tmp_path / f"pim{count}.pim"
+        path.write_text(PIM_SPEC.replace("COUNT", str(count)))
+        reports[count] = run(path, capsys)
+    one, four = reports[1], reports[4]
+    # the decode step's FC GEMVs (up to 8192 x 2048), a quarter of the rows on each instance at once
+    assert 3.5 < one["pim"]["seconds"] / four["pim"]["seconds"] <= 4.0
+    assert "instances" not in one["pim"] and "pim:pim4" in one["breakdown_s"]["decode"]
+    tracks = [f"pim:pim4[{i}]" for i in range(4)]
+    assert list(four["pim"]["instances"]) == tracks
+    for track in tracks:
+        mine = four["pim"]["instances"][track]
+        assert mine["ops"] == four["pim"]["ops"] == one["pim"]["ops"]
+        # every FC layer's rows divide by 4: each instance runs the same share, as long as the op
+        assert mine["seconds"] == pytest.approx(four["pim"]["seconds"], rel=1e-12)
+        assert four["breakdown_s"]["decode"][track] == pytest.approx(four["breakdown_s"]["decode"][tracks[0]])
+        assert four["utilization"][track] > 0
+    assert sum(four["pim"]["instances"][t]["commands"] for t in tracks) >= one["pim"]["commands"]
+    assert four["tpot_s"] < one["tpot_s"]

@@ -17,7 +17,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.commands import Command, StreamError
 from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
 from pimdsl.interpreter.dram.interleave import contention, sequential_reads, time_interleaved, timer_for
-from pimdsl.serving.neupims_costs import attention_stream, vector_banks
+from pimdsl.loops.pim_attention import attention_stream, vector_banks
 
 from .conftest import ROOT, issued_commands
 from .test_dram_engine import _address
@@ -35,7 +35,7 @@ def dual():
 
 @pytest.fixture(scope="module")
 def single(dual):
-    # the blocked variant, as neupims_costs.DeviceCosts builds it for the npu_pim strategy
+    # the blocked variant, as layer_segments.DeviceCosts builds it for the npu_pim strategy
     return dataclasses.replace(dual, pim=dataclasses.replace(dual.pim, row_buffers="single"))
 
 

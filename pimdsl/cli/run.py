@@ -15,7 +15,7 @@ import sys
 
 from ..emit.atomic import atomic_file
 from ..emit.timeline import chrome_trace, per_thread
-from ..driver import kind_of_run, run_loaded
+from ..driver import kind_of_run, loop_module, run_loaded
 from ..ir.errors import CompileError
 from ..serving.requests import RequestsError
 from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
@@ -51,7 +51,7 @@ def run(args) -> int:
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
     serving = kind != "steps"
-    bar, progress = _progress("requests" if kind == "serving" else "decode steps")
+    bar, progress = _progress(getattr(loop_module(system), "PROGRESS", "decode steps"))
     try:
         result = run_loaded(system, fast=not args.exact, manager=pass_manager(args), progress=progress,
                             timeline=bool(args.timeline))
@@ -79,7 +79,7 @@ def run(args) -> int:
         print(json.dumps(report, indent=2))
         return 0
     width = 16
-    keys = ("system", "model", "strategy", *(("tp", "pp", "batch", "dataset") if kind == "serving" else ()),
+    keys = ("system", "model", "strategy", *(k for k in ("tp", "pp", "batch", "dataset") if serving and k in report),
             "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s")
     for key in keys:
         value = report[key]

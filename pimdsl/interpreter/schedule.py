@@ -1,7 +1,8 @@
 """The event-driven schedule of one step: ops on resources, respecting the graph's dependencies.
 
 Each op occupies its resource (a processor, a PIM memory, a link) for its
-time. An op starts when its inputs are done and its resource is free; ops
+time; an op spread over the instances of a PIM memory (`memory d[4]`)
+occupies every instance's resource `pim:d[i]` at once. An op starts when its inputs are done and its resource is free; ops
 of one resource run one at a time, in program order (the graph's
 topological order). Ops of different resources overlap, so the overlap
 between host and PIM work comes out of the schedule, never out of a
@@ -35,14 +36,20 @@ def schedule(program: Program, seconds_of) -> StepSchedule:
     busy: dict[str, float] = defaultdict(float)
     intervals = []
     for name, attrs in program.ops():
-        resource = attrs["resource"]
+        resources = resources_of(attrs)
         duration = seconds_of(attrs)
-        start = max([free[resource], *(end[p] for p in g.predecessors(name))])
+        start = max([*(free[r] for r in resources), *(end[p] for p in g.predecessors(name))])
         end[name] = start + duration
-        free[resource] = end[name]
-        busy[resource] += duration
-        intervals.append(Interval(resource, name, start, end[name], program.phase, _args(attrs)))
+        for resource in resources:
+            free[resource] = end[name]
+            busy[resource] += duration
+            intervals.append(Interval(resource, name, start, end[name], program.phase, _args(attrs)))
     return StepSchedule(max(end.values(), default=0.0), tuple(intervals), dict(busy))
+
+
+def resources_of(attrs: dict) -> tuple[str, ...]:
+    """The resources an op occupies together: its own, or each instance of a PIM memory with a count."""
+    return attrs.get("resources") or (attrs["resource"],)
 
 
 def _args(attrs: dict) -> dict:

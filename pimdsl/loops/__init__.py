@@ -13,7 +13,8 @@ import importlib
 
 LOOPS = {"pipelined_loading": "pimdsl.loops.pipelined_loading",
          "sub_batch_serving": "pimdsl.loops.sub_batch_serving",
-         "hot_cold_offload": "pimdsl.loops.hot_cold_offload"}
+         "hot_cold_offload": "pimdsl.loops.hot_cold_offload",
+         "iteration_serving": "pimdsl.loops.iteration_serving"}
 
 
 def names() -> tuple[str, ...]:

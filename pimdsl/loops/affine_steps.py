@@ -25,7 +25,7 @@ from collections import defaultdict
 from ..ir.intervals import Interval
 from ..lowering.records import PimWork
 from ..passes.program import Program
-from ..interpreter.schedule import StepSchedule, _args
+from ..interpreter.schedule import StepSchedule, _args, resources_of
 
 
 def _leaves(value, out: list) -> object:
@@ -112,7 +112,7 @@ class AffineSteps:
         index = {n: i for i, n in enumerate(self.names)}
         self.attrs = [g.nodes[n] for n in self.names]
         self.preds = [[index[p] for p in g.predecessors(n)] for n in self.names]
-        self.resources = [a["resource"] for a in self.attrs]
+        self.resources = [resources_of(a) for a in self.attrs]
         self.lines = lines
         self.varying = sorted({line.op for line in lines if line.attr == "lowered"})
         self._durations: list[float] | None = None
@@ -183,14 +183,15 @@ class AffineSteps:
         free: dict[str, float] = defaultdict(float)
         busy: dict[str, float] = defaultdict(float)
         intervals = []
-        for i, resource in enumerate(self.resources):
-            start = max([free[resource], *(end[p] for p in self.preds[i])])
+        for i, resources in enumerate(self.resources):
+            start = max([*(free[r] for r in resources), *(end[p] for p in self.preds[i])])
             end[i] = start + durations[i]
-            free[resource] = end[i]
-            busy[resource] += durations[i]
-            if timeline:
-                intervals.append(Interval(resource, self.names[i], start, end[i], self.first.phase,
-                                          _args(self.attrs[i])))
+            for resource in resources:
+                free[resource] = end[i]
+                busy[resource] += durations[i]
+                if timeline:
+                    intervals.append(Interval(resource, self.names[i], start, end[i], self.first.phase,
+                                              _args(self.attrs[i])))
         return StepSchedule(max(end, default=0.0), tuple(intervals), dict(busy))
 
 

@@ -5,7 +5,8 @@ What it reads of a mapping is declared here, in one place, from the passes that 
 (`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
 op classes `passes/placement.py` places, tensor and pipeline parallelism (`graph/parallel.py`) and
 the copy and uncached-read rates of the weight strategies, the mapping's `data` block (which memory
-holds what) and the links that data crosses between memories.
+holds what) and the links that data crosses between memories. A PIM memory with a count spreads
+each PIM op over its instances (passes/lowering.py).
 """
 from __future__ import annotations
 
@@ -17,16 +18,6 @@ from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_ST
 STRATEGIES = ("default", *WEIGHT_STRATEGIES)
 PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
 OP_CLASSES = PLACED
-
-
-def not_read(system) -> list[tuple[str, object, str]]:
-    """(message, span, hint) of what this loop takes from the spec only in part: PIM ops are lowered
-    and timed on one instance of a PIM memory with a count (capacity sees every instance)."""
-    return [(f"the step loop times PIM ops on one instance of memory '{m.name}[{m.count}]': their work is "
-             f"split over the {m.organization.channels} channel(s) of one instance, not over {m.count} instances",
-             m.span,
-             "declare one memory of all the channels, or use a loop that spreads PIM work over the instances")
-            for m in system.memories if m.pim is not None and m.count > 1]
 
 
 def links_read(system) -> int:

@@ -12,9 +12,12 @@ Reported (ARCHITECTURE.md, `pimc run --json`):
   tokens_per_s   generated tokens (batch x output_len) per second, end to end
   end_to_end_s   prefill + every decode step
   memory_bytes   weights (every copy), KV cache at the end, largest activation
-  utilization    busy time / end-to-end time, per resource
+  utilization    busy time / end-to-end time, per resource (each instance of a
+                 PIM memory with a count is its own resource, `pim:d[i]`)
   breakdown_s    per phase: its wall time and each resource's busy time
   capacity       the footprint against the host's memory (`fits`)
+  pim            the PIM ops of the first decode step (with a count: `instances`,
+                 each instance's ops, seconds and commands for its share)
 With a weight strategy (strategy.py) the report also gives the host-only
 baseline, the same workload under `c_gemm` (PIM-SHERPA Fig. 12):
   tpot_pim_s, tpot_no_pim_s                 decode time per token with and without PIM
@@ -231,8 +234,20 @@ def _pim_summary(program: Program, timer: OpTimer) -> dict | None:
     for t in times:
         for k, n in t.counts.items():
             counts[k] += n
-    return {"phase": program.phase, "ops": len(works),
-            "cycles": sum(t.cycles for t in times), "read_cycles": sum(t.read_cycles for t in times),
-            "seconds": sum(t.seconds for t in times),
-            "commands": sum(t.commands for t in times), "commands_issued": sum(t.issued for t in times),
-            "refreshes": sum(t.refreshes for t in times), "command_counts": dict(sorted(counts.items()))}
+    out = {"phase": program.phase, "ops": len(works),
+           "cycles": sum(t.cycles for t in times), "read_cycles": sum(t.read_cycles for t in times),
+           "seconds": sum(t.seconds for t in times),
+           "commands": sum(t.commands for t in times), "commands_issued": sum(t.issued for t in times),
+           "refreshes": sum(t.refreshes for t in times), "command_counts": dict(sorted(counts.items()))}
+    # a PIM memory with a count: each instance's own share of the step's PIM ops
+    instances: dict[str, dict] = {}
+    for _, a in program.ops():
+        for resource, work in zip(a.get("resources", ()), a.get("instances", ())):
+            t = timer.pim(work)
+            entry = instances.setdefault(resource, {"ops": 0, "seconds": 0.0, "commands": 0})
+            entry["ops"] += 1
+            entry["seconds"] += t.seconds
+            entry["commands"] += t.commands
+    if instances:
+        out["instances"] = instances
+    return out

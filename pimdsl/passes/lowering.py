@@ -6,16 +6,24 @@ lazily by the generic expander from the unit's declared program), a `Kernel` for
 processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
 m times (PIM units hold one input vector at a time).
 
+On a PIM memory with a count (`memory d[4]`) each instance runs its share of the op
+(`_instance_shapes`) at once, on its own resource `pim:d[i]` (`resources`,
+`instances`); the op takes the time of the largest share.
+
 Host kernels: kind from the op (gemm/gemv, attention for score and context,
 softmax, norm, embedding, copy for KV appends, elementwise otherwise); bytes
 are the weights plus the activations and KV cache the op reads and writes;
 matrix ops on a CPU use its `gemm` threads when the spec names them. A host
+op's traffic moves no faster than the peak bandwidth of the memory that holds its
+weights (all its instances; the mapping's `data` block says which), when that is
+below the processor's. A host
 op whose weights are non-cacheable (access `noncacheable`, NC-GEMM) rereads
 them for every token at the platform's uncached read rate; a swizzled copy
 (an `smc` op) moves its traffic at the SMC rate of its threads (strategy.py).
 """
 from __future__ import annotations
 
+from ..ir.pim_program import OP_SHAPES
 from ..lowering.pim_program import expand
 from ..lowering.records import Kernel, PimWork
 from ..lowering.stream import Loop
@@ -32,17 +40,22 @@ def run(program: Program) -> Program:
     for name, attrs in program.ops():
         op, device = attrs["op"], attrs["device"]
         if device.startswith("pim:"):
-            attrs["lowered"] = _pim_work(memory, name, op, attrs)
+            works = [_pim_work(memory, name, op, attrs, shape) for shape in _instance_shapes(memory, op, attrs)]
+            attrs["lowered"] = works[0]               # the largest share: the op's time
+            if memory.count > 1:
+                attrs["instances"] = tuple(works)
+                attrs["resources"] = tuple(f"{device}[{i}]" for i in range(len(works)))
         elif op.kind == "smc":
             threads = attrs["smc_threads"]
             attrs["lowered"] = Kernel(name, "copy", device, op.dtype, 0.0, attrs["smc_bytes"], dict(op.shape),
                                       threads, smc_bandwidth(program.system, processors[device], threads))
         else:
-            attrs["lowered"] = _kernel(program, processors[device], name, op, attrs.get("access"))
+            attrs["lowered"] = _kernel(program, processors[device], name, op, attrs.get("access"),
+                                       _weights_memory(program, attrs))
     return program
 
 
-def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel:
+def _kernel(program: Program, proc, name: str, op, access: str | None, held_in=None) -> Kernel:
     kind = KERNEL_KIND.get(op.kind, "elementwise")
     threads = proc.threads.get("gemm") if kind in ("gemm", "gemv") and proc.kind == "cpu" else None
     weight_bytes, bandwidth = op.weight_bytes, None
@@ -50,16 +63,45 @@ def _kernel(program: Program, proc, name: str, op, access: str | None) -> Kernel
         # uncached: no reuse across the step's tokens, so a GEMM of m tokens rereads them m times
         weight_bytes *= op.shape.get("m", 1) if kind in ("gemm", "gemv") else 1
         bandwidth = noncacheable_read_bandwidth(program.system)
+    if held_in is not None and op.weight_bytes:
+        # the weights stream from the memory that holds them: no faster than its peak (every instance)
+        peak = held_in.count * held_in.peak_bandwidth_bytes_per_s
+        if peak < (bandwidth or proc.count * proc.memory_bandwidth_bytes_per_s):
+            bandwidth = peak
     return Kernel(name, kind, proc.name, op.dtype, op.flops, weight_bytes + op.read_bytes + op.write_bytes,
                   dict(op.shape), threads, bandwidth)
+
+
+def _weights_memory(program: Program, attrs: dict):
+    """The memory that holds a host op's weights (allocation's record), if the system has it."""
+    alloc = attrs.get("alloc")
+    name = alloc.memory if alloc is not None else None
+    return next((m for m in program.system.memories if m.name == name), None)
 
 
 def _repeat(items: list, times: int, op: str) -> list:
     return items if times == 1 else [Loop(times, lambda _: items, "token", op=op)]
 
 
-def _pim_work(memory, name, op, attrs) -> PimWork:
-    fam, tiling, s = attrs["family"], attrs["tiling"], op.shape
+def _instance_shapes(memory, op, attrs) -> list[dict]:
+    """The op's shape on each instance of a memory with a count: its first dimension (a GEMV's
+    output rows, an attention's keys) split as evenly as it goes, the larger shares first (the
+    data is striped over the instances), instances left without work dropped."""
+    if memory.count == 1:
+        return [op.shape]
+    dim = OP_SHAPES[attrs["program"].op_class][0]
+    share = lambda v, i: v // memory.count + (i < v % memory.count)
+    shapes = []
+    for i in range(memory.count):
+        v = op.shape[dim]
+        part = [share(x, i) for x in v] if isinstance(v, list) else share(v, i)
+        if (max(part) if isinstance(part, list) else part) > 0:
+            shapes.append({**op.shape, dim: part})
+    return shapes
+
+
+def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
+    fam, tiling = attrs["family"], attrs["tiling"]
     if fam == "program":                    # declared in the unit: the generic expander
         declared, first_row = attrs["program"], attrs.get("first_row") or 0
         # a program for the op's own class covers its tokens; a GEMV program runs once per token

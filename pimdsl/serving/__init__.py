@@ -1,7 +1,8 @@
 """Serving: the requests of a workload, iteration-level scheduling over a paged KV cache, and the
-NeuPIMs scheduling algorithms (channel assignment, sub-batch partitioning). Pure bookkeeping: the
+channel assignment and sub-batch algorithms ([NEUPIMS] Sec. 6) of the iteration serving loop
+(`loops/iteration_serving.py`). Pure bookkeeping: the
 timing of an iteration comes from the interpreter, passed in as latency functions."""
-from .neupims_algorithms import (ChannelAssignment, channel_loads, greedy_min_load, mha_latency,
+from .channel_assignment import (ChannelAssignment, channel_loads, greedy_min_load, mha_latency,
                                  mha_tile_counts, partition_sub_batches, round_robin)
 from .requests import Request, load_requests_csv, requests_for, synthetic_requests
 from .scheduler import BatchEntry, Iteration, IterationScheduler, PagedKVCache

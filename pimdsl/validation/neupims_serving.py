@@ -19,7 +19,7 @@ from statistics import mean
 
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
-from ..serving.neupims_serving import simulate
+from ..loops.iteration_serving import simulate
 
 MODELS = ("7b", "13b", "30b", "175b")
 DATASETS = ("alpaca", "sharegpt")

@@ -1,16 +1,17 @@
-"""What one decoder layer costs on one NeuPIMs device, per (sub-)batch: the serving loop's prices.
+"""What one decoder layer costs on one device of the iteration serving loop, per (sub-)batch.
 
-NeuPIMs paper [NEUPIMS]. A device runs `layers / pp` decoder layers ([NEUPIMS]
+The mechanisms are NeuPIMs' [NEUPIMS]. A device runs `layers / pp` decoder layers ([NEUPIMS]
 section 7.1) with `heads / tp` heads and `1 / tp` of every weight matrix (section 7.2); the
 serving strategies of section 8.1 and Figure 13 are rows of `SERVING_STRATEGIES`.
 
-A layer is a chain of segments, each on one resource:
+A layer's work is the op graph of one decoder layer of the device's shard, cut into a chain of
+segments (`layer_work.py`), each on one resource:
 
-    qkv  (npu)   layernorm, QKV GEMM, the new K and V written to the cache
+    qkv  (npu)   norm, Q/K/V projections (one fused GEMM), the new K and V written to the cache
     mha  (pim)   per channel: Algorithm 1 over the channel's requests; softmax on the vector units
     proj (npu)   output projection, residual
     ar1  (link)  ring all-reduce of the projection (tensor parallelism, section 7.2)
-    ffn  (npu)   layernorm, FFN up, GELU, FFN down, residual
+    ffn  (npu)   norm, FFN up (and gate, fused), activation (and gate product), FFN down, residual
     ar2  (link)  ring all-reduce of the FFN output
 
 Without PIM (npu_only, gpu_only) `mha` runs on the processor: K.q, softmax and s.V read the KV
@@ -39,62 +40,17 @@ from functools import cached_property
 
 import numpy as np
 
-from ..graph.build import ACTIVATION_FLOPS, NORM_FLOPS, SOFTMAX_FLOPS
+from ..graph.build import Op
 from ..interpreter.host.models import kernel_time, transfer_time
 from ..interpreter.dram.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
-from ..ir.commands import Command
-from ..lowering.pim_program import environment, op_stream, place_of
 from ..graph.parallel import device_model, parallelism
 from ..lowering.records import Kernel
 from ..ir.errors import CompileError
-from .neupims_algorithms import mha_tile_counts
-
-
-# ---- the attention streams, from the unit's declared programs (attn_score, attn_context) ----------
-def attention_shape(kv: int, heads: int, head_dim: int) -> dict:
-    return {"kv": kv, "heads": heads, "head_dim": head_dim, "requests": 1}
-
-
-def attention_stream(memory: Memory, op_class: str, kv: int, heads: int, head_dim: int, gwrite: bool = False,
-                     channel: int = 0, first_row: int = 0):
-    """One channel's K.q (`attn_score`) or s.V (`attn_context`) commands; with `gwrite`, each vector
-    is copied into the global buffer first (the programs' `vectors` parameter)."""
-    return op_stream(memory, op_class, attention_shape(kv, heads, head_dim), channel, first_row,
-                     {"vectors": int(gwrite)})
-
-
-def attention_lets(memory: Memory, op_class: str, kv: int, heads: int, head_dim: int) -> dict:
-    """The names of the program for one shape: its tiles, chunks, heads per row, ..."""
-    return environment(memory, memory.pim.program(op_class), attention_shape(kv, heads, head_dim))
-
-
-def scores_writeback(memory: Memory, kv: int, heads: int, head_dim: int, channel: int = 0):
-    """The NPU's ordinary writes of the softmax scores that s.V's GWRITEs then read: per head and
-    chunk of tokens one whole row of the declared `scores` layout, opened, written column by
-    column and closed (the authors' simulator MOVOUTs each head's scores between K.q and s.V:
-    [NEUPIMS_SIM] src/operations/NeuPIMSLogitSoftmax.cc). With dual row buffers these run through
-    the MEM row buffers beside PIM work; a channel-blocked controller runs them between the GEMVs."""
-    program, shape = memory.pim.program("attn_context"), attention_shape(kv, heads, head_dim)
-    org, per_row = memory.organization, attention_lets(memory, "attn_context", kv, heads, head_dim)["per_row"]
-    for h in range(heads):
-        for t in range(0, kv, per_row):
-            at = place_of(memory, program, shape, "scores", (h, t))
-            place = dict(rank=at["rank"], bank_group=at["bank"] // org.banks_per_group,
-                         bank=at["bank"] % org.banks_per_group)
-            yield Command("ACT", channel, row=at["row"], kind="npu", **place)
-            for column in range(org.columns):
-                yield Command("WR", channel, row=at["row"], column=column, kind="npu", **place)
-            yield Command("PRE", channel, kind="npu", **place)
-
-
-def vector_banks(memory: Memory) -> int:
-    """Banks 0.. that hold the vectors the attention programs copy in (the `query` and `scores`
-    layouts), which ordinary traffic beside PIM keeps off: the highest such bank + 1."""
-    shape = attention_shape(1, 1, 1)
-    return 1 + max(place_of(memory, memory.pim.program(cls), shape, tensor, (0, 0))["bank"]
-                   for cls, tensor in (("attn_score", "query"), ("attn_context", "scores")))
+from ..serving.channel_assignment import mha_tile_counts
+from .layer_work import LINEAR_KINDS, layer_segments
+from .pim_attention import attention_lets, attention_stream, scores_writeback, vector_banks
 
 
 @dataclass(frozen=True)
@@ -161,9 +117,11 @@ class DeviceCosts:
         self.system, self.strategy = system, strategy
         model = system.model
         if model is None or model.architecture != "decoder":
-            _fail(system, "NeuPIMs serving needs a decoder model")
+            _fail(system, "the iteration serving loop needs a decoder model")
         self.tp, self.pp = parallelism(system)
-        shard = device_model(model, self.tp, self.pp)
+        self.shard = shard = device_model(model, self.tp, self.pp)
+        self._prefill: dict[int, float] = {}      # prompt tokens -> prefill seconds
+        self._by_batch: dict[tuple, dict] = {}    # (batch, read share) -> the segments but attention
         self.layers, self.heads, self.kv_heads = shard.layers, shard.heads, shard.kv_heads
         self.head_dim, self.hidden, self.ffn = shard.head_dim, shard.hidden, shard.ffn
         self.dtype, self.b = model.dtype, DTYPE_BYTES[model.dtype]
@@ -322,7 +280,7 @@ class DeviceCosts:
         return mha_tile_counts(seq_len, heads=self.heads, head_dim=self.head_dim, page_elems=page,
                                banks=self.banks)
 
-    # ---- host kernels ----------------------------------------------------------------------
+    # ---- host kernels: the ops of one layer of the op graph (layer_work.py) ----------------------
 
     def _kernel(self, name: str, kind: str, flops: float, nbytes: float, shape: dict | None = None,
                 share: float = 1.0) -> Segment:
@@ -331,12 +289,38 @@ class DeviceCosts:
         t = kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}, bandwidth=rate))
         return Segment(name, "npu", t.seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
 
-    def _gemm(self, name: str, m: int, k: int, n: int, share: float) -> Segment:
-        nbytes = (k * n + m * k + m * n) * self.b
-        return self._kernel(name, "gemm", 2.0 * m * k * n, nbytes, {"m": m, "k": k, "n": n}, share)
+    def _op(self, op: Op, share: float = 1.0) -> Segment:
+        """A graph op on the processor, its bytes the weights plus the activations and KV cache it
+        reads and writes (as passes/lowering.py counts a host kernel's). A linear is a GEMM of
+        m = the batch's rows (one request too: the NPU runs a batch's linear as one GEMM), its weight
+        stream at the read share beside PIM; attention is GEMVs or GEMMs (`_attention`); the rest
+        runs on the vector units."""
+        nbytes = op.weight_bytes + op.read_bytes + op.write_bytes
+        if op.kind in LINEAR_KINDS:
+            return self._kernel(op.name, "gemm", op.flops, nbytes, dict(op.shape), share)
+        if op.kind in ("attn_score", "attn_context"):
+            return self._attention(op, nbytes)
+        return self._kernel(op.name, op.kind, op.flops, nbytes)
 
-    def _vector(self, name: str, flops: float, elements: float) -> Segment:
-        return self._kernel(name, "elementwise", flops, 2 * elements * self.b)
+    def _attention(self, op: Op, nbytes: float) -> Segment:
+        """K.q or s.V on the processor, reading the KV cache. Decode: every request's heads as one
+        GEMV, K.q 1 x head_dim by head_dim x (heads x tokens), s.V 1 x (heads x tokens) by
+        (heads x tokens) x head_dim (the systolic tiles of the per-head GEMVs, summed). Prefill: a
+        q x head_dim by head_dim x kv GEMM per request and head (and its transpose for s.V); the
+        arrays compute the whole square, masked or not."""
+        s = op.shape
+        kv = s["kv"] if isinstance(s["kv"], list) else [s["kv"]] * s["requests"]
+        d, q, heads = s["head_dim"], s["q"], s["heads"]
+        if q == 1:
+            n = heads * sum(kv)
+            shape = {"m": 1, "k": d, "n": n} if op.kind == "attn_score" else {"m": 1, "k": n, "n": d}
+            return self._kernel(op.name, "gemv", op.flops, nbytes, shape)
+        seconds = 0.0
+        for length in kv:
+            shape = {"m": q, "k": d, "n": length} if op.kind == "attn_score" else {"m": q, "k": length, "n": d}
+            one = self._kernel(op.name, "gemm", 2.0 * q * d * length, nbytes / (heads * len(kv)), shape)
+            seconds += heads * one.seconds
+        return Segment(op.name, "npu", seconds, op.flops, nbytes)
 
     @staticmethod
     def _merge(name: str, resource: str, parts: list[Segment]) -> Segment:
@@ -353,66 +337,45 @@ class DeviceCosts:
 
     def layer(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> list[Segment]:
         """The segments of one decoder layer for a (sub-)batch: `seq_lens` are the requests'
-        context lengths (past tokens + this one), `channel_of` their PIM channels."""
-        bsz, d, m = len(seq_lens), self.hidden, self.system.model
-        s = self.strategy
+        context lengths (past tokens + this one), `channel_of` their PIM channels. The work is the
+        op graph's for this device's shard (`layer_work.layer_segments`)."""
+        bsz, s = len(seq_lens), self.strategy
+        if not bsz:
+            return [Segment(name, resource, 0.0) for name, resource in
+                    (("qkv", "npu"), ("mha", "pim" if s.pim else "npu"), ("proj", "npu"), ("ar1", "link"),
+                     ("ffn", "npu"), ("ar2", "link"))]
         share = self.read_share if s.sub_batches > 1 else 1.0
-        norm = NORM_FLOPS.get(m.norm, 8)
-        kv_new = 2 * bsz * self.kv_heads * self.head_dim * self.b
-        qkv_out = (self.heads + 2 * self.kv_heads) * self.head_dim
-        qkv = self._merge("qkv", "npu", [self._vector("ln1", norm * bsz * d, bsz * d),
-                                        self._gemm("qkv_proj", bsz, d, qkv_out, share),
-                                        Segment("kv_write", "npu", kv_new / self.processor.memory_bandwidth_bytes_per_s,
-                                                0.0, kv_new)])
-        scores = float(np.sum(seq_lens)) * self.heads
-        softmax = self._vector("softmax", SOFTMAX_FLOPS * scores, scores)
+        work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
+        # only attention depends on the context lengths: the other segments are timed once per batch size
+        key = (bsz, share)
+        if key not in self._by_batch:
+            self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, share) for op in work[name]])
+                                   for name in ("qkv", "proj", "ffn")}
+        on_npu = self._by_batch[key]
         if s.pim:
+            softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
-            pim_s = float(loads.max()) if bsz else 0.0
+            pim_s = float(loads.max())
             # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
             mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
             mha = Segment("mha", "pim", mha_s, pim_busy_s=float(loads.sum()))
         else:
-            # every request's heads as GEMVs on the processor, reading the KV cache: K.q as one
-            # 1 x head_dim by head_dim x (heads x tokens) GEMV, s.V as 1 x (heads x tokens) by
-            # (heads x tokens) x head_dim (the systolic tiles of the per-head GEMVs, summed)
-            tokens = int(np.sum(seq_lens))
-            kv_bytes = float(tokens) * self.kv_heads * self.head_dim * self.b
-            n = self.heads * tokens
-            logit = self._kernel("logit", "gemv", 2.0 * n * self.head_dim,
-                                 kv_bytes + bsz * self.heads * self.head_dim * self.b,
-                                 {"m": 1, "k": self.head_dim, "n": max(n, 1)})
-            attend = self._kernel("attend", "gemv", 2.0 * n * self.head_dim, kv_bytes + scores * self.b,
-                                  {"m": 1, "k": max(n, 1), "n": self.head_dim})
-            mha = self._merge("mha", "npu", [logit, softmax, attend])
-        proj = self._merge("proj", "npu", [self._gemm("o_proj", bsz, self.heads * self.head_dim, d, share),
-                                          self._vector("residual1", bsz * d, bsz * d)])
-        act = ACTIVATION_FLOPS.get(m.activation, 8)
-        ffn = self._merge("ffn", "npu", [self._vector("ln2", norm * bsz * d, bsz * d),
-                                        self._gemm("ffn_up", bsz, d, self.ffn, share),
-                                        self._vector("act", act * bsz * self.ffn, bsz * self.ffn),
-                                        self._gemm("ffn_down", bsz, self.ffn, d, share),
-                                        self._vector("residual2", bsz * d, bsz * d)])
-        return [qkv, mha, proj, self._allreduce("ar1", bsz), ffn, self._allreduce("ar2", bsz)]
+            mha = self._merge("mha", "npu", [self._op(op) for op in work["mha"]])
+        return [on_npu["qkv"], mha, on_npu["proj"], self._allreduce("ar1", bsz), on_npu["ffn"],
+                self._allreduce("ar2", bsz)]
 
     def prefill_seconds(self, tokens: int) -> float:
         """One request's summarisation of `tokens` prompt tokens through every layer: on
         standalone NPUs modelled as this device's NPU, sharded as the devices are (tp per stage,
-        pp stages in turn; section 4 item 1). GEMMs with m = tokens, the per-head score and
-        context matmuls, the all-reduces; norms and softmax are left out (vector work)."""
+        pp stages in turn; section 4 item 1). Every op of the layer's graph, the all-reduces."""
         if tokens < 1:
             return 0.0
-        e = self.heads * self.head_dim
-        qkv_out = (self.heads + 2 * self.kv_heads) * self.head_dim
-        gemms = [self._gemm("qkv_proj", tokens, self.hidden, qkv_out, 1.0),
-                 self._gemm("o_proj", tokens, e, self.hidden, 1.0),
-                 self._gemm("ffn_up", tokens, self.hidden, self.ffn, 1.0),
-                 self._gemm("ffn_down", tokens, self.ffn, self.hidden, 1.0)]
-        per_head = [self._gemm("score", tokens, self.head_dim, tokens, 1.0),
-                    self._gemm("context", tokens, tokens, self.head_dim, 1.0)]
-        layer = (sum(g.seconds for g in gemms) + self.heads * sum(g.seconds for g in per_head)
-                 + 2 * self._allreduce("ar", tokens).seconds)
-        return self.pp * self.layers * layer + (self.pp - 1) * self.pipeline_send(tokens)
+        if tokens not in self._prefill:
+            work = layer_segments(self.shard, "prefill", [0], tokens)
+            layer = (sum(self._op(op).seconds for ops in work.values() for op in ops)
+                     + 2 * self._allreduce("ar", tokens).seconds)
+            self._prefill[tokens] = self.pp * self.layers * layer + (self.pp - 1) * self.pipeline_send(tokens)
+        return self._prefill[tokens]
 
     def pipeline_send(self, rows: int) -> float:
         """Activations of `rows` requests to the next pipeline stage (section 7.1)."""

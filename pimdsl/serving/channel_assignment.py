@@ -1,4 +1,4 @@
-"""The NeuPIMs scheduling algorithms: MHA latency estimation, channel assignment, sub-batch partitioning.
+"""Channel assignment for PIM attention: MHA latency estimation, channel assignment, sub-batch partitioning.
 
 NeuPIMs paper ([NEUPIMS]), section 6: Algorithm 1 (section 6.3) estimates one
 request's multi-head-attention latency on a PIM channel; Algorithm 2 (section 6.4) packs requests

@@ -1,6 +1,10 @@
-"""Batched serving on NeuPIMs devices: iteration-level scheduling, channel placement, sub-batch interleaving.
+"""The iteration-level serving loop (`loop = iteration_serving;`): requests served in batches by
+devices of an NPU beside PIM memory, with channel placement and sub-batch interleaving.
 
-NeuPIMs paper [NEUPIMS]. Each iteration (Orca-style, `scheduler.IterationScheduler`)
+The mechanisms are NeuPIMs' ([NEUPIMS]); the strategies of `layer_segments.SERVING_STRATEGIES`
+(the mapping's `strategy`) switch them on one by one. A layer's work is the op graph of one decoder
+layer of the device's shard (`layer_segments.DeviceCosts.layer`), so every model feature counts.
+Each iteration (Orca-style, `scheduler.IterationScheduler`)
 every running request decodes one token; requests join and leave at iteration boundaries and a
 paged KV cache bounds how many run. Summarisation (prefill) runs on standalone NPUs (section 4
 item 1), so an admitted request costs the device nothing in the iteration that admits it and
@@ -14,7 +18,7 @@ Per iteration:
    With the mapping parameter `pipeline = full_batch` every stage holds the whole batch instead
    (pp divides layers, weights and KV capacity only) and the iteration takes one stage time.
 3. With sub-batch interleaving each micro-batch splits into two sub-batches by Algorithm 3, and the
-   layers of both run as chains of segments (`neupims_costs.DeviceCosts.layer`) on the NPU, the
+   layers of both run as chains of segments (`layer_segments.DeviceCosts.layer`) on the NPU, the
    PIM channels and the link, list-scheduled: each step starts whichever sub-batch's next segment
    can start first (ties: sub-batch 1), which gives Figure 11(b)'s alternation. Without it the one
    chain runs serially (Figure 11(a)).
@@ -42,16 +46,16 @@ from ..ir.intervals import Interval
 from ..interpreter.host.models import peak_dtype
 from ..ir.workload import System
 from ..ir.errors import CompileError
-from .neupims_algorithms import greedy_min_load, partition_sub_batches, round_robin
-from .neupims_costs import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
-from .requests import requests_for
-from .scheduler import IterationScheduler, PagedKVCache
+from ..serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
+from ..serving.requests import requests_for
+from ..serving.scheduler import IterationScheduler, PagedKVCache
+from .layer_segments import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
 
 
 # What this loop reads of a spec (see pimdsl/unread.py): its strategies choose row buffers, channel
-# allocation and sub-batches (neupims_costs.SERVING_STRATEGIES); it times the first link.
+# allocation and sub-batches (layer_segments.SERVING_STRATEGIES); it times the first link.
 STRATEGIES = tuple(SERVING_STRATEGIES)
 PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
           "gpu": "the processor of the gpu_only strategy",
@@ -59,6 +63,7 @@ PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
           "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES)}
 OP_CLASSES: tuple[str, ...] = ()
 LINKS = 1
+PROGRESS = "requests"          # what `progress(done, total)` counts (pimc run's bar)
 ATTENTION = ("attention", "attn_score", "attn_context")     # the GEMVs a PIM strategy runs on PIM
 
 
@@ -79,8 +84,9 @@ def placement_ignored(system: System) -> list[tuple[str, str, str]]:
     return out
 
 
-def is_serving_strategy(system: System) -> bool:
-    return system.mapping is not None and system.mapping.strategy in SERVING_STRATEGIES
+def run(system: System, timeline: bool = False, progress=None) -> "ServingResult":
+    """The registered loop's entry (loops/__init__.py): serve the workload's requests."""
+    return simulate(system, progress=progress, timeline=timeline)
 
 
 @dataclass
@@ -120,7 +126,7 @@ def schedule_chains(chains: list[list[Segment]], layers: int, blocked: bool = Fa
     a layer in a state (the other chains' positions, every ready and free time relative to now)
     seen at an earlier layer, the layers between repeat until the end, and whole periods are
     skipped (never the last one). `exact` (or a `record`) schedules every segment; the two agree
-    to rounding (tests/test_neupims_serving.py)."""
+    to rounding (tests/test_iteration_serving.py)."""
     if not chains:
         return 0.0
     n = len(chains[0])
@@ -175,7 +181,7 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
     costs = DeviceCosts(system, strategy)
     work = system.workload
     if work is None:
-        raise CompileError("NeuPIMs serving needs a workload", system.span, "add 'workload = ...;' to the system")
+        raise CompileError("the iteration serving loop needs a workload", system.span, "add 'workload = ...;' to the system")
     _check_weights_fit(system, costs)
     requests = requests_for(work)
     page_tokens = costs.banks if costs.memory is not None and costs.memory.pim is not None else 16

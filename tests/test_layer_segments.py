@@ -1,4 +1,4 @@
-"""NeuPIMs serving prices (neupims_costs) and the list scheduling of sub-batch chains (neupims_serving).
+"""NeuPIMs serving prices (loops/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving.py).
 
 GPT3-7B on specs/systems/neupims_gpt3_7b.pim: TP 4, PP 1 (the paper's Table 3), so a device runs
 8 of the 32 heads, 4096 of the 16384 FFN columns and a quarter of the weights (section 7.2). The
@@ -14,13 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.graph.build import SOFTMAX_FLOPS
+import dataclasses
+
+from pimdsl.graph.build import SOFTMAX_FLOPS, build_graph, totals
 from pimdsl.interpreter.host.models import kernel_time
 from pimdsl.lowering.records import Kernel
 from pimdsl.ir.errors import CompileError
 from pimdsl.serving import greedy_min_load, mha_latency, mha_tile_counts, round_robin
-from pimdsl.serving.neupims_costs import SERVING_STRATEGIES, DeviceCosts, Segment
-from pimdsl.serving.neupims_serving import schedule_chains
+from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving import schedule_chains, simulate
 
 from .conftest import ROOT
 
@@ -184,7 +186,7 @@ def test_mha_seconds_is_algorithm_1_by_hand(costs, seq, sg, st_, ag, at):
     got = c.mha_seconds(np.array([seq]))
     assert got.shape == (1,)
     assert got[0] == pytest.approx(by_hand, rel=1e-12)
-    # and Algorithm 1 as neupims_algorithms states it, with the measured tiles
+    # and Algorithm 1 as serving/channel_assignment.py states it, with the measured tiles
     assert got[0] == pytest.approx(mha_latency(seq, heads=8, head_dim=128, page_elems=512, banks=32,
                                                tile_latency=lambda kind, _: t[kind],
                                                gwrite_latency=t["gwrite"]), rel=1e-12)
@@ -262,6 +264,53 @@ def test_gemm_flops_by_hand(costs):
     # without PIM, K.q and s.V are GEMVs over every head's tokens on the processor
     mha = costs("npu_only").layer(SEQS, CHANS)[1]
     assert mha.flops == 2 * (2 * 8 * 450 * 128)
+
+
+# ---- the layer's work is the op graph's: every model feature counts ---------------------------
+
+def _graph_bytes(c: DeviceCosts) -> float:
+    """Weights, reads and writes of one decode layer of the device's shard for SEQS, by the graph."""
+    t = totals(build_graph(dataclasses.replace(c.shard, layers=1), "decode", len(SEQS), context=list(SEQS - 1)))
+    return t["weight_bytes"] + t["read_bytes"] + t["write_bytes"], t["flops"]
+
+
+@pytest.mark.parametrize("strategy", ["neupims", "npu_only"])
+def test_a_gated_ffn_costs_the_gate_the_graph_adds(gpt3_7b, strategy):
+    plain = DeviceCosts(gpt3_7b, SERVING_STRATEGIES[strategy])
+    gated = DeviceCosts(_system("neupims_gpt3_7b", ["gpt3_7b.gated_ffn=true"]), SERVING_STRATEGIES[strategy])
+    before, after = plain.layer(SEQS, CHANS), gated.layer(SEQS, CHANS)
+    (bytes_p, flops_p), (bytes_g, flops_g) = _graph_bytes(plain), _graph_bytes(gated)
+    m, d, f = 3, 4096, 4096                                     # 16384 FFN columns over tp = 4
+    assert flops_g - flops_p == 2 * m * d * f + m * f           # the gate GEMM and the gate product
+    ffn_p, ffn_g = before[4], after[4]
+    assert ffn_g.flops - ffn_p.flops == 2 * m * d * f           # systolic FLOPs: the gate GEMM
+    # the graph's extra bytes, less the input the fused gate-and-up GEMM reads once
+    assert ffn_g.dram_bytes - ffn_p.dram_bytes == pytest.approx(bytes_g - bytes_p - m * d * 2, rel=1e-12)
+    assert ffn_g.seconds > ffn_p.seconds
+    for a, b in zip(before[:4], after[:4]):                     # nothing else changes
+        assert a == b
+
+
+def test_grouped_query_attention_costs_less_by_the_graph(gpt3_7b, costs):
+    gqa = DeviceCosts(_system("neupims_gpt3_7b", ["gpt3_7b.kv_heads=8"]), SERVING_STRATEGIES["npu_only"])
+    assert (gqa.heads, gqa.kv_heads) == (8, 2)
+    mha, qkv = costs("npu_only").layer(SEQS, CHANS)[1::-1]
+    mha_g, qkv_g = gqa.layer(SEQS, CHANS)[1::-1]
+    assert qkv.flops - qkv_g.flops == 2 * 3 * 4096 * (2 * 6 * 128)    # 6 fewer K and 6 fewer V heads
+    # K.q and s.V read 2 of 8 KV heads of each of the 450 cached tokens
+    assert mha.dram_bytes - mha_g.dram_bytes == pytest.approx(2 * 450 * 6 * 128 * 2, rel=1e-12)
+    assert mha_g.seconds <= mha.seconds and qkv_g.seconds < qkv.seconds
+    assert (_graph_bytes(costs("npu_only"))[0] - _graph_bytes(gqa)[0]
+            == pytest.approx(qkv.dram_bytes + mha.dram_bytes - qkv_g.dram_bytes - mha_g.dram_bytes, rel=1e-12))
+
+
+def test_the_serving_loop_serves_a_gated_model_slower():
+    small = ["workload.batch=8", "workload.requests=16", "workload.dataset=alpaca"]
+    plain = simulate(_system("neupims_gpt3_7b", small)).report
+    gated = simulate(_system("neupims_gpt3_7b", [*small, "gpt3_7b.gated_ffn=true"])).report
+    assert gated["requests"] == plain["requests"] == 16
+    assert gated["tokens_per_s"] < plain["tokens_per_s"]
+    assert gated["ttft_s"] > plain["ttft_s"]                     # the prefill's graph has the gate too
 
 
 def test_greedy_min_load_beats_round_robin_on_skewed_lengths(costs):
