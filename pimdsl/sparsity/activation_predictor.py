@@ -42,7 +42,7 @@ class Predictor:
         self.states = [initial_state(f, bits) for f in prefill_frequency]
         self.parents, self.lam, self.threshold = parents, lam, threshold
         self.hot_threshold, self.step, self.top, self.mode = hot_threshold, step, 2 ** bits - 1, mode
-        # the rule and the FSM as tables over every (state, s2) and state, for the compiled per-neuron loops
+        # the rule and the FSM as tables over every (state, s2) and every state (numpy semantics kept)
         s1 = np.arange(self.top + 1, dtype=np.int16)
         self._rule = s1[:, None] + lam * np.arange(3, dtype=np.uint8)[None, :] > threshold
         self._fired = np.clip(s1 + step, 0, self.top).astype(np.uint8)
@@ -59,16 +59,14 @@ class Predictor:
         """Neurons of block k predicted to fire, given the previous block's actual activations."""
         if self.mode == "token":
             return self.states[k].astype(np.int16) > self.hot_threshold
-        p = self.parents[k]
-        if p is None or previous is None:
-            return self._rule[self.states[k], 0]
-        return _predict(self.states[k], p[0], p[1], previous, self._rule)
+        return self._rule[self.states[k], self.s2(k, previous)]
 
     def update(self, k: int, actual: np.ndarray) -> None:
         """The FSM after the token: +step where the neuron fired, -1 where it did not."""
         if self.mode == "layer":
             return
-        _update(self.states[k], actual, self._fired, self._idle)
+        s = self.states[k]
+        self.states[k] = np.where(actual, self._fired[s], self._idle[s])
 
     def predict_then_update(self, k: int, previous: np.ndarray | None, actual: np.ndarray) -> np.ndarray:
         """`predict(k, previous)`, then `update(k, actual)`, in one pass over the block."""
@@ -81,20 +79,6 @@ class Predictor:
 
     def hot(self, k: int) -> np.ndarray:
         return self.states[k] > self.hot_threshold
-
-
-@njit(cache=True)
-def _predict(states, parent0, parent1, previous, rule):
-    out = np.empty(len(states), np.bool_)
-    for i in range(len(states)):
-        out[i] = rule[states[i], np.int64(previous[parent0[i]]) + np.int64(previous[parent1[i]])]
-    return out
-
-
-@njit(cache=True)
-def _update(states, actual, fired, idle):
-    for i in range(len(states)):
-        states[i] = fired[states[i]] if actual[i] else idle[states[i]]
 
 
 @njit(cache=True)

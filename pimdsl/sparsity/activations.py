@@ -113,7 +113,8 @@ class Generator:
                 by_rank[prev_rank] = np.arange(len(prev_rank))
                 m = len(prev_rank)
                 r = (rank * m) // n
-                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]]).astype(np.int32)
+                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]])
+                parents = parents.astype(np.uint16 if m <= 1 << 16 else np.int32)   # half the traffic per token
             self.blocks.append(Block(name, n, law[rank], parents))
             prev_rank = rank
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
@@ -127,7 +128,7 @@ class Generator:
         self._cuts = cuts
         self._offsets = np.concatenate([[0], cuts, [len(self._latent)]]).astype(np.int64)
         self._all_thresholds = np.concatenate(thresholds)
-        first = np.zeros((2, self.blocks[0].neurons), np.int32)
+        first = np.zeros((2, self.blocks[0].neurons), np.uint16)
         self._parents = np.concatenate([first] + [b.parents for b in self.blocks[1:]], axis=1)
         self._z = np.empty_like(self._latent)
         # The per-token innovations are windows at random offsets into one pool of normals drawn once:
