@@ -277,22 +277,6 @@ def test_compiled_remap_equals_the_walk(seed, dimms, top):
                                                                       minlength=dimms))
 
 
-def numpy_adjust(state, hot_threshold, on_gpu):
-    cand = np.flatnonzero(~on_gpu & (state > hot_threshold))
-    victims = np.flatnonzero(on_gpu)
-    n = min(len(cand), len(victims))
-    if n == 0:
-        return 0
-    cand = cand[np.argsort(-state[cand], kind="stable")][:n]
-    if n < len(victims):
-        victims = victims[np.argpartition(state[victims], n - 1)[:n]]
-    victims = victims[np.argsort(state[victims], kind="stable")]
-    swaps = int(np.count_nonzero(state[cand] > state[victims]))
-    on_gpu[cand[:swaps]] = True
-    on_gpu[victims[:swaps]] = False
-    return swaps
-
-
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0))
 def test_compiled_adjust_equals_numpy(seed, hot_threshold, share):
@@ -301,7 +285,7 @@ def test_compiled_adjust_equals_numpy(seed, hot_threshold, share):
     pred.states[0] = rng.integers(0, 16, 400).astype(np.uint8)
     on_gpu = rng.random(400) < share
     want = on_gpu.copy()
-    assert hot_cold_offload.adjust(pred, 0, on_gpu) == numpy_adjust(pred.states[0], hot_threshold, want)
+    assert hot_cold_offload.adjust(pred, 0, on_gpu) == hot_cold_offload.adjust_numpy(pred.states[0], hot_threshold, want)
     assert np.array_equal(on_gpu, want)
 
 

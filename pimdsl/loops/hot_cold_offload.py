@@ -334,12 +334,16 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
 def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
     """Online adjustment ([HERMES_NDP] Sec. IV-C-2): hot neurons (state > T_h) not on the GPU replace
     the GPU neurons of lowest state, while the newcomer's state is higher. Returns the swaps."""
-    state = pred.states[k]
-    swaps = adjust_compiled(state, pred.hot_threshold, on_gpu)
-    if swaps >= 0:
-        return swaps
-    cand, victims = off_and_on_gpu(state, pred.hot_threshold, on_gpu)
+    swaps = adjust_compiled(pred.states[k], pred.hot_threshold, on_gpu)
+    return swaps if swaps >= 0 else adjust_numpy(pred.states[k], pred.hot_threshold, on_gpu)
+
+
+def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
+    """`adjust` in numpy: the statement the compiled common case is held to."""
+    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
     n = min(len(cand), len(victims))
+    if n == 0:
+        return 0
     cand = cand[np.argsort(-state[cand], kind="stable")][:n]
     if n < len(victims):                      # only the n lowest states can be swapped out
         victims = victims[np.argpartition(state[victims], n - 1)[:n]]
