@@ -130,7 +130,7 @@ class Generator:
         self._all_thresholds = np.concatenate(thresholds)
         first = np.zeros((2, self.blocks[0].neurons), np.uint16)
         self._parents = np.concatenate([first] + [b.parents for b in self.blocks[1:]], axis=1)
-        self._z = np.empty_like(self._latent)
+        self._z = np.empty(2 * max(b.neurons for b in self.blocks), np.float32)
         # The per-token innovations are windows at random offsets into one pool of normals drawn once:
         # each neuron still gets a fresh N(0, 1) draw per token, at a fraction of the cost of drawing
         # millions of normals per token (the dominant cost of a 70B run otherwise).
@@ -162,20 +162,23 @@ class Generator:
 def _chain_step(latent, innovation, rho, noise, own, mix, parent0, parent1, offsets, thresholds, z, fired):
     """One token of the chain in float32, each operation rounded as numpy's array expressions round it:
     latent = rho latent + noise e; z_0 = latent_0; z_k = mix (z_{k-1}[p0] + z_{k-1}[p1]) + own latent_k;
-    a neuron fires when z < its threshold."""
+    a neuron fires when z < its threshold. `z` holds two blocks, the previous one's and this one's, so
+    that both stay in cache."""
     for i in range(len(latent)):
         latent[i] = latent[i] * rho
         latent[i] = latent[i] + noise * innovation[i]
+    half = len(z) // 2
     for i in range(offsets[1]):
         z[i] = latent[i]
-        fired[i] = z[i] < thresholds[i]
+        fired[i] = latent[i] < thresholds[i]
     for k in range(1, len(offsets) - 1):
-        prev = offsets[k - 1]
-        for i in range(offsets[k], offsets[k + 1]):
-            v = z[prev + parent0[i]] + z[prev + parent1[i]]
+        start = offsets[k]
+        previous, current = z[half * ((k - 1) % 2):], z[half * (k % 2):]
+        for i in range(start, offsets[k + 1]):
+            v = previous[parent0[i]] + previous[parent1[i]]
             v = v * mix
             v = v + own * latent[i]
-            z[i] = v
+            current[i - start] = v
             fired[i] = v < thresholds[i]
 
 
