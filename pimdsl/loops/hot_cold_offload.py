@@ -22,6 +22,10 @@ The merge/reduce (a few KB, [HERMES_NDP] Sec. IV-A-2) and softmax on the activat
 
 Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATEGIES; see
 `sparse_switches` and the baseline functions. Activations come from `pimdsl.sparsity.activations`.
+
+The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
+Algorithm 1's walk) are compiled by numba and cached beside their modules: the first run after an
+install or an edit of those files spends a few seconds compiling them, once.
 """
 from __future__ import annotations
 
