@@ -12,6 +12,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from pimdsl.cli.main import main
+from pimdsl.loops import hot_cold_offload
 from pimdsl.sparsity import activations, neuron_placement as npl
 from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
 from pimdsl.sparsity.window_remap import imbalance, loads, remap
@@ -180,6 +181,128 @@ def test_generator_is_deterministic():
     b = activations.Generator([("a", 512), ("b", 1024)], activations.Statistics(seed=7), batch=4)
     for _ in range(3):
         assert all(np.array_equal(x, y) for x, y in zip(a.step(), b.step()))
+
+
+# ---- the compiled hot paths against their numpy statements (same numbers, bit for bit) -------------
+
+def numpy_step(gen):
+    """One token of the generator as numpy array expressions (the reference of the compiled step)."""
+    s, rng = gen.stats, gen.rng
+    noise = np.sqrt(1.0 - s.rho ** 2)
+    own, mix = np.sqrt(1.0 - s.coupling ** 2), s.coupling / np.sqrt(2.0)
+    gen._latent *= s.rho
+    start = int(rng.integers(0, len(gen._pool) - len(gen._latent)))
+    gen._latent += float(noise) * gen._pool[start:start + len(gen._latent)]
+    out, z_prev = [], None
+    for k, (b, x) in enumerate(zip(gen.blocks, np.split(gen._latent, gen._cuts))):
+        if z_prev is None:
+            z = x
+        else:
+            z = z_prev[b.parents[0]]
+            z += z_prev[b.parents[1]]
+            z *= float(mix)
+            z += float(own) * x
+        out.append(z < gen._thresholds[k])
+        z_prev = z
+    return out
+
+
+@pytest.mark.parametrize("batch", [1, 4])
+def test_compiled_generator_step_equals_numpy(batch):
+    sizes = [("a", 1024), ("b", 2752), ("c", 1024), ("d", 2752)]
+    fast = activations.Generator(sizes, activations.Statistics(seed=5), batch)
+    slow = activations.Generator(sizes, activations.Statistics(seed=5), batch)
+    for _ in range(20):
+        assert all(np.array_equal(x, y) for x, y in zip(fast.step(), numpy_step(slow)))
+    assert np.array_equal(fast._latent, slow._latent)
+
+
+@pytest.mark.parametrize("mode", ["combined", "token", "layer"])
+@pytest.mark.parametrize("lam, threshold, step", [(6, 15, 4), (2, 7, 1), (6.0, 15.0, 3)])
+def test_compiled_predictor_equals_numpy(mode, lam, threshold, step):
+    rng = np.random.default_rng(1)
+    parents = [None, rng.integers(0, 300, (2, 900)).astype(np.int32)]
+    pred = Predictor([rng.random(300), rng.random(900)], parents, lam, threshold, 10, step, 4, mode)
+    states = [s.copy() for s in pred.states]
+    for _ in range(20):
+        previous = rng.random(300) < 0.3
+        for k in (0, 1):
+            actual = rng.random(len(states[k])) < 0.2
+            s1 = states[k].astype(np.int16)
+            s2 = previous.view(np.uint8)[parents[1][0]] + previous.view(np.uint8)[parents[1][1]] if k else 0
+            want = s1 > 10 if mode == "token" else s1 + lam * s2 > threshold
+            assert np.array_equal(pred.predict_then_update(k, previous if k else None, actual), want)
+            if mode != "layer":
+                states[k] = np.clip(np.where(actual, s1 + step, s1 - 1), 0, 15).astype(np.uint8)
+            assert np.array_equal(pred.states[k], states[k])
+
+
+def numpy_remap(device, activity, dimms):
+    """Algorithm 1 as read in window_remap's docstring, neuron by neuron."""
+    cold = device >= 0
+    z = np.bincount(device[cold], weights=activity[cold], minlength=dimms)
+    device = device.copy()
+    order = np.argsort(-z, kind="stable")
+    moves = []
+    for pair in range(dimms // 2):
+        hi, lo = int(order[pair]), int(order[dimms - 1 - pair])
+        gap = z[hi] - z[lo]
+        on_hi = np.flatnonzero((device == hi) & (activity > 0))
+        moved = []
+        for n in on_hi[np.argsort(-activity[on_hi], kind="stable")]:
+            if gap < 2:
+                break
+            if 2 * activity[n] <= gap:
+                moved.append(n)
+                gap -= 2 * activity[n]
+        if moved:
+            device[moved] = lo
+            z[hi] -= activity[moved].sum()
+            z[lo] += activity[moved].sum()
+            moves.append((len(moved), hi, lo))
+    return z, device, moves
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 12))
+def test_compiled_remap_equals_the_walk(seed, dimms, top):
+    rng = np.random.default_rng(seed)
+    device = rng.integers(-1, dimms, 300).astype(np.int16)
+    activity = rng.integers(0, top, 300).astype(np.int32)
+    activity[rng.random(300) < 0.5] = 0
+    z, want, want_moves = numpy_remap(device, activity, dimms)
+    got, moves = remap(device, activity, dimms)
+    assert np.array_equal(got, want) and moves == want_moves
+    assert np.array_equal(loads(device, activity, dimms), np.bincount(device[device >= 0], weights=activity[device >= 0],
+                                                                      minlength=dimms))
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0))
+def test_compiled_adjust_equals_numpy(seed, hot_threshold, share):
+    rng = np.random.default_rng(seed)
+    pred = Predictor([rng.random(400)], [None], hot_threshold=hot_threshold)
+    pred.states[0] = rng.integers(0, 16, 400).astype(np.uint8)
+    on_gpu = rng.random(400) < share
+    want = on_gpu.copy()
+    assert hot_cold_offload.adjust(pred, 0, on_gpu) == hot_cold_offload.adjust_numpy(pred.states[0], hot_threshold, want)
+    assert np.array_equal(on_gpu, want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8))
+def test_tally_equals_numpy_counts(seed, devices):
+    rng = np.random.default_rng(seed)
+    guess, actual, on_gpu = (rng.random((3, 500)) < rng.random((3, 1)))
+    home = rng.integers(0, devices, 500).astype(np.int16)
+    activity = rng.integers(0, 3, 500).astype(np.int32)
+    before = activity.copy()
+    n_gpu, per_dev, correct, predicted, fired, hit = hot_cold_offload.tally(guess, actual, on_gpu, home, devices, activity)
+    assert n_gpu == np.count_nonzero(guess & on_gpu)
+    assert np.array_equal(per_dev, np.bincount(home[guess & ~on_gpu], minlength=devices))
+    assert (correct, predicted, fired, hit) == (np.count_nonzero(guess == actual), np.count_nonzero(guess),
+                                                np.count_nonzero(actual), np.count_nonzero(guess & actual))
+    assert np.array_equal(activity, before + actual)
 
 
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------

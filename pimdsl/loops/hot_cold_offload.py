@@ -22,12 +22,17 @@ The merge/reduce (a few KB, [HERMES_NDP] Sec. IV-A-2) and softmax on the activat
 
 Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATEGIES; see
 `sparse_switches` and the baseline functions. Activations come from `pimdsl.sparsity.activations`.
+
+The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
+Algorithm 1's walk) are compiled by numba and cached beside their modules: the first run after an
+install or an edit of those files spends a few seconds compiling them, once.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
@@ -333,11 +338,13 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
 def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
     """Online adjustment ([HERMES_NDP] Sec. IV-C-2): hot neurons (state > T_h) not on the GPU replace
     the GPU neurons of lowest state, while the newcomer's state is higher. Returns the swaps."""
-    state = pred.states[k]
-    cand = np.flatnonzero(~on_gpu & pred.hot(k))
-    if not len(cand):
-        return 0
-    victims = np.flatnonzero(on_gpu)
+    swaps = adjust_compiled(pred.states[k], pred.hot_threshold, on_gpu)
+    return swaps if swaps >= 0 else adjust_numpy(pred.states[k], pred.hot_threshold, on_gpu)
+
+
+def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
+    """`adjust` in numpy: the statement the compiled common case is held to."""
+    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
     n = min(len(cand), len(victims))
     if n == 0:
         return 0
@@ -349,6 +356,92 @@ def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
     on_gpu[cand[:swaps]] = True
     on_gpu[victims[:swaps]] = False
     return swaps
+
+
+@njit(cache=True)
+def off_and_on_gpu(state, hot_threshold, on_gpu):
+    """In one pass: the indices of the hot neurons (Predictor.hot: state > T_h) not on the GPU and of
+    the neurons on the GPU."""
+    off, on = np.empty(len(state), np.int64), np.empty(len(state), np.int64)
+    n_off = n_on = 0
+    for i in range(len(state)):
+        o = on_gpu[i]
+        off[n_off] = i
+        n_off += state[i] > hot_threshold and not o
+        on[n_on] = i
+        n_on += o
+    return off[:n_off].copy(), on[:n_on].copy()
+
+
+@njit(cache=True)
+def _stable_by_key(index, key):
+    """`index` ordered by `key` (0..255), ties in their order (a counting sort)."""
+    start = np.zeros(257, np.int64)
+    for j in range(len(index)):
+        start[key[j] + 1] += 1
+    for b in range(1, 257):
+        start[b] += start[b - 1]
+    out = np.empty_like(index)
+    for j in range(len(index)):
+        out[start[key[j]]] = index[j]
+        start[key[j]] += 1
+    return out
+
+
+@njit(cache=True)
+def adjust_compiled(state, hot_threshold, on_gpu):
+    """`adjust` when every GPU neuron is a possible victim (at least as many candidates, the usual case),
+    compiled; -1 (nothing changed) otherwise, where `adjust` takes numpy's partition. The orders are
+    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims)."""
+    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
+    n = min(len(cand), len(victims))
+    if n == 0:
+        return 0
+    if n < len(victims):
+        return -1
+    key = np.empty(len(cand), np.int64)
+    for j in range(len(cand)):
+        key[j] = (256 - np.int64(state[cand[j]])) % 256          # uint8 negation
+    cand = _stable_by_key(cand, key)[:n]
+    key = np.empty(n, np.int64)
+    for j in range(n):
+        key[j] = state[victims[j]]
+    victims = _stable_by_key(victims, key)
+    swaps = 0
+    for j in range(n):
+        if state[cand[j]] > state[victims[j]]:
+            swaps += 1
+    for j in range(swaps):
+        on_gpu[cand[j]] = True
+        on_gpu[victims[j]] = False
+    return swaps
+
+
+NO_ACTIVITY = np.zeros(0, np.int32)
+
+
+@njit(cache=True)
+def tally(guess, actual, on_gpu, home, devices, activity):
+    """One block's token: predicted neurons on the GPU, predicted cold neurons per device, the
+    predictor's counts (correct, predicted, fired, predicted and fired); adds the firings to `activity`
+    (when given: not empty)."""
+    g8, a8, o8 = guess.view(np.uint8), actual.view(np.uint8), on_gpu.view(np.uint8)
+    n_gpu = predicted = fired = hit = differ = 0
+    for i in range(len(g8)):                     # branch-free counts (guess and actual are unpredictable)
+        g, a = g8[i], a8[i]
+        predicted += g
+        fired += a
+        hit += g & a
+        differ += g ^ a
+        n_gpu += g & o8[i]
+    per_dev = np.zeros(devices, np.int64)
+    for i in range(len(g8)):
+        if g8[i] > o8[i]:
+            per_dev[home[i]] += 1
+    if len(activity):
+        for i in range(len(a8)):
+            activity[i] += a8[i]
+    return n_gpu, per_dev, len(g8) - differ, predicted, fired, hit
 
 
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
@@ -391,10 +484,9 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
             for which in (0, 1):
                 k = 2 * layer + which
                 a = fired[k]
-                guess = pred.predict(k, fired[k - 1] if k else None)
-                gpu_mask = guess & placed.on_gpu[k]
-                n_gpu = int(np.count_nonzero(gpu_mask))
-                per_dev = np.bincount(placed.home[k][guess & ~placed.on_gpu[k]], minlength=devices)
+                guess = pred.predict_then_update(k, fired[k - 1] if k else None, a)
+                n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
+                                                                         devices, NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
                 t_cold = per_dev * neuron_cold[k]
                 block = max(t_gpu, float(t_cold.max()))
@@ -409,16 +501,13 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc_cold"] += float(t_cold.max())
                 acc["gpu_busy"] += t_gpu
                 acc["cold_busy"] += t_cold
-                acc["correct"] += int(np.count_nonzero(guess == a))
+                acc["correct"] += correct
                 acc["total"] += len(a)
-                acc["predicted"] += int(np.count_nonzero(guess))
-                acc["fired"] += int(np.count_nonzero(a))
-                acc["hit"] += int(np.count_nonzero(guess & a))
+                acc["predicted"] += predicted
+                acc["fired"] += n_fired
+                acc["hit"] += hit
                 acc["gpu_active"] += n_gpu
-                acc["all_active"] += int(np.count_nonzero(guess))
-                pred.update(k, a)
-                if activity is not None:
-                    activity[k] += a
+                acc["all_active"] += predicted
                 if which == 0:                                    # attention, then the projection
                     if timeline:
                         intervals.append(Interval("host_cpu" if host else "dimms", f"L{layer}.attention", t, t + att, "decode"))

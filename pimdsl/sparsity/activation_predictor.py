@@ -15,6 +15,7 @@ keeps the combined rule. A neuron's *hotness* for online adjustment (Sec. IV-C-2
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 MODES = ("combined", "token", "layer")
 
@@ -41,6 +42,11 @@ class Predictor:
         self.states = [initial_state(f, bits) for f in prefill_frequency]
         self.parents, self.lam, self.threshold = parents, lam, threshold
         self.hot_threshold, self.step, self.top, self.mode = hot_threshold, step, 2 ** bits - 1, mode
+        # the rule and the FSM as tables over every (state, s2) and every state (numpy semantics kept)
+        s1 = np.arange(self.top + 1, dtype=np.int16)
+        self._rule = s1[:, None] + lam * np.arange(3, dtype=np.uint8)[None, :] > threshold
+        self._fired = np.clip(s1 + step, 0, self.top).astype(np.uint8)
+        self._idle = np.clip(s1 - 1, 0, self.top).astype(np.uint8)
 
     def s2(self, k: int, previous: np.ndarray | None) -> np.ndarray:
         p = self.parents[k]
@@ -51,18 +57,35 @@ class Predictor:
 
     def predict(self, k: int, previous: np.ndarray | None) -> np.ndarray:
         """Neurons of block k predicted to fire, given the previous block's actual activations."""
-        s1 = self.states[k].astype(np.int16)
         if self.mode == "token":
-            return s1 > self.hot_threshold
-        return s1 + self.lam * self.s2(k, previous) > self.threshold
+            return self.states[k].astype(np.int16) > self.hot_threshold
+        return self._rule[self.states[k], self.s2(k, previous)]
 
     def update(self, k: int, actual: np.ndarray) -> None:
         """The FSM after the token: +step where the neuron fired, -1 where it did not."""
         if self.mode == "layer":
             return
-        s = self.states[k].astype(np.int16)
-        s = np.where(actual, s + self.step, s - 1)
-        self.states[k] = np.clip(s, 0, self.top).astype(np.uint8)
+        s = self.states[k]
+        self.states[k] = np.where(actual, self._fired[s], self._idle[s])
+
+    def predict_then_update(self, k: int, previous: np.ndarray | None, actual: np.ndarray) -> np.ndarray:
+        """`predict(k, previous)`, then `update(k, actual)`, in one pass over the block."""
+        p = self.parents[k]
+        if self.mode != "combined" or p is None or previous is None:
+            guess = self.predict(k, previous)
+            self.update(k, actual)
+            return guess
+        return _predict_update(self.states[k], p[0], p[1], previous, actual, self._rule, self._fired, self._idle)
 
     def hot(self, k: int) -> np.ndarray:
         return self.states[k] > self.hot_threshold
+
+
+@njit(cache=True)
+def _predict_update(states, parent0, parent1, previous, actual, rule, fired, idle):
+    out = np.empty(len(states), np.bool_)
+    for i in range(len(states)):
+        s = states[i]
+        out[i] = rule[s, np.int64(previous[parent0[i]]) + np.int64(previous[parent1[i]])]
+        states[i] = fired[s] if actual[i] else idle[s]
+    return out

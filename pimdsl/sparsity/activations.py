@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
 _GRID = np.linspace(-8.0, 8.0, 8193)
 _CDF = np.array([0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) for x in _GRID])
@@ -62,11 +63,12 @@ def power_law(n: int, density: float, hot_fraction: float, hot_share: float) -> 
 
     def scaled(alpha):
         lo, hi = 0.0, 1.0 / density * n
+        law = ranks ** -alpha
         for _ in range(45):                      # bisection on c for the mean
             c = 0.5 * (lo + hi)
-            f = np.minimum(1.0, c * ranks ** -alpha)
+            f = np.minimum(1.0, c * law)
             lo, hi = (c, hi) if f.mean() < density else (lo, c)
-        return np.minimum(1.0, 0.5 * (lo + hi) * ranks ** -alpha)
+        return np.minimum(1.0, 0.5 * (lo + hi) * law)
 
     lo, hi = 0.0, 4.0
     for _ in range(30):                          # bisection on alpha for the share of the top
@@ -107,10 +109,12 @@ class Generator:
             thresholds.append((quantile[rank] + rng.normal(0.0, stats.drift, n)).astype(np.float32))
             parents = None
             if prev_rank is not None:
-                by_rank = np.argsort(prev_rank)                 # previous block: rank -> neuron
+                by_rank = np.empty_like(prev_rank)              # previous block: rank -> neuron
+                by_rank[prev_rank] = np.arange(len(prev_rank))
                 m = len(prev_rank)
                 r = (rank * m) // n
-                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]]).astype(np.int32)
+                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]])
+                parents = parents.astype(np.uint16 if m <= 1 << 16 else np.int32)   # half the traffic per token
             self.blocks.append(Block(name, n, law[rank], parents))
             prev_rank = rank
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
@@ -120,7 +124,13 @@ class Generator:
         self._thresholds = thresholds
         self._latent = rng.standard_normal(int(cuts[-1]) + self.blocks[-1].neurons if len(cuts) else
                                            self.blocks[0].neurons, dtype=np.float32)
-        self._x = np.split(self._latent, cuts)             # views into the one latent array
+        # the chain as flat arrays for the compiled step: block k spans offsets[k]:offsets[k + 1]
+        self._cuts = cuts
+        self._offsets = np.concatenate([[0], cuts, [len(self._latent)]]).astype(np.int64)
+        self._all_thresholds = np.concatenate(thresholds)
+        first = np.zeros((2, self.blocks[0].neurons), np.uint16)
+        self._parents = np.concatenate([first] + [b.parents for b in self.blocks[1:]], axis=1)
+        self._z = np.empty(2 * max(b.neurons for b in self.blocks), np.float32)
         # The per-token innovations are windows at random offsets into one pool of normals drawn once:
         # each neuron still gets a fresh N(0, 1) draw per token, at a fraction of the cost of drawing
         # millions of normals per token (the dominant cost of a 70B run otherwise).
@@ -134,28 +144,42 @@ class Generator:
         s, rng = self.stats, self.rng
         noise = math.sqrt(1.0 - s.rho ** 2)
         own, mix = math.sqrt(1.0 - s.coupling ** 2), s.coupling / math.sqrt(2.0)
-        self._latent *= s.rho
         start = int(rng.integers(0, len(self._pool) - len(self._latent)))
-        self._latent += noise * self._pool[start:start + len(self._latent)]
-        out, z_prev = [], None
-        for k, b in enumerate(self.blocks):
-            x = self._x[k]
-            if z_prev is None:
-                z = x
-            else:
-                z = z_prev[b.parents[0]]
-                z += z_prev[b.parents[1]]
-                z *= mix
-                z += own * x
-            out.append(z < self._thresholds[k])
-            z_prev = z
-        return out
+        fired = np.empty(len(self._latent), np.bool_)
+        _chain_step(self._latent, self._pool[start:start + len(self._latent)], np.float32(s.rho), np.float32(noise),
+                    np.float32(own), np.float32(mix), self._parents[0], self._parents[1], self._offsets,
+                    self._all_thresholds, self._z, fired)
+        return np.split(fired, self._cuts)
 
     def prefill_frequency(self, tokens: int) -> list[np.ndarray]:
         """Each neuron's activated fraction over a prompt of `tokens`, drawn as a binomial over the
         AR(1) process's effective sample size n (1 - rho) / (1 + rho), without stepping the tokens."""
         n_eff = max(1, int(round(tokens * (1 - self.stats.rho) / (1 + self.stats.rho))))
         return [self.rng.binomial(n_eff, self.run_frequency(k)) / n_eff for k in range(len(self.blocks))]
+
+
+@njit(cache=True)
+def _chain_step(latent, innovation, rho, noise, own, mix, parent0, parent1, offsets, thresholds, z, fired):
+    """One token of the chain in float32, each operation rounded as numpy's array expressions round it:
+    latent = rho latent + noise e; z_0 = latent_0; z_k = mix (z_{k-1}[p0] + z_{k-1}[p1]) + own latent_k;
+    a neuron fires when z < its threshold. `z` holds two blocks, the previous one's and this one's, so
+    that both stay in cache."""
+    for i in range(len(latent)):
+        latent[i] = latent[i] * rho
+        latent[i] = latent[i] + noise * innovation[i]
+    half = len(z) // 2
+    for i in range(offsets[1]):
+        z[i] = latent[i]
+        fired[i] = latent[i] < thresholds[i]
+    for k in range(1, len(offsets) - 1):
+        start = offsets[k]
+        previous, current = z[half * ((k - 1) % 2):], z[half * (k % 2):]
+        for i in range(start, offsets[k + 1]):
+            v = previous[parent0[i]] + previous[parent1[i]]
+            v = v * mix
+            v = v + own * latent[i]
+            current[i - start] = v
+            fired[i] = v < thresholds[i]
 
 
 def similarity(a: np.ndarray, b: np.ndarray) -> float:

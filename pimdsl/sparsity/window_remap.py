@@ -12,11 +12,20 @@ one, so the loop ends balanced without oscillating).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 
 def loads(device: np.ndarray, activity: np.ndarray, dimms: int) -> np.ndarray:
-    cold = device >= 0
-    return np.bincount(device[cold], weights=activity[cold], minlength=dimms)
+    return _loads(device, activity, max(dimms, int(device.max(initial=-1)) + 1))
+
+
+@njit(cache=True)
+def _loads(device, activity, dimms):
+    z = np.zeros(dimms)
+    for i in range(len(device)):
+        if device[i] >= 0:
+            z[device[i]] += activity[i]
+    return z
 
 
 def remap(device: np.ndarray, activity: np.ndarray, dimms: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
@@ -24,26 +33,56 @@ def remap(device: np.ndarray, activity: np.ndarray, dimms: int) -> tuple[np.ndar
     device = device.copy()
     z = loads(device, activity, dimms)
     order = np.argsort(-z, kind="stable")
-    moves = []
+    moves = _pair_moves(device, activity, z, order)
+    return device, [(int(c), int(hi), int(lo)) for c, hi, lo in moves]
+
+
+@njit(cache=True)
+def _pair_moves(device, activity, z, order):
+    """The pairs of Algorithm 1 in turn, compiled; moves `device` in place. The walk over the loaded
+    DIMM's neurons, most activated first (ties by index), taking a neuron while 2 A <= gap and stopping
+    once gap < 2, is done by activity value: of the neurons with activity A it takes the first
+    floor(gap / 2A). The neurons are bucketed by (DIMM, activity) in one stable counting sort."""
+    dimms = len(order)
+    moves = np.zeros((dimms // 2, 3), np.int64)
+    if len(activity) == 0:
+        return moves[:0]
+    top = max(activity.max(), 0)
+    width = top + 1                              # bucket (d, a) = d * width + top - a: most active first
+    start = np.zeros(dimms * width + 1, np.int64)
+    for i in range(len(device)):
+        if device[i] >= 0 and activity[i] > 0:
+            start[device[i] * width + top - activity[i] + 1] += 1
+    for b in range(1, len(start)):
+        start[b] += start[b - 1]
+    fill = start[:-1].copy()
+    bucketed = np.empty(start[-1], np.int64)
+    for i in range(len(device)):
+        if device[i] >= 0 and activity[i] > 0:
+            b = device[i] * width + top - activity[i]
+            bucketed[fill[b]] = i
+            fill[b] += 1
+    n_moves = 0
     for pair in range(dimms // 2):
-        hi, lo = int(order[pair]), int(order[dimms - 1 - pair])
+        hi, lo = order[pair], order[dimms - 1 - pair]
         gap = z[hi] - z[lo]
-        on_hi = np.flatnonzero((device == hi) & (activity > 0))
-        moved = []
-        for n in on_hi[np.argsort(-activity[on_hi], kind="stable")]:
+        moved = shift = 0
+        for a in range(top, 0, -1):
             if gap < 2:                              # activities are whole counts: nothing narrows it
                 break
-            a = activity[n]
-            if 2 * a <= gap:
-                moved.append(n)
-                gap -= 2 * a
+            b = hi * width + top - a
+            take = min(start[b + 1] - start[b], int(gap // (2 * a)))
+            for j in range(start[b], start[b] + take):
+                device[bucketed[j]] = lo
+            moved += take
+            shift += a * take
+            gap -= 2 * a * take
         if moved:
-            device[moved] = lo
-            shift = activity[moved].sum()
             z[hi] -= shift
             z[lo] += shift
-            moves.append((len(moved), hi, lo))
-    return device, moves
+            moves[n_moves] = (moved, hi, lo)
+            n_moves += 1
+    return moves[:n_moves]
 
 
 def imbalance(z: np.ndarray) -> float:
