@@ -194,8 +194,8 @@ def split_gemv(weights, x, active, device, dimms):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), dimms=st.integers(1, 8))
 def test_split_gemv_equals_numpy_on_the_active_rows(seed, dimms):
-    # numpy level: the NDP core's program is not declared as PIM commands (the MAC timing is
-    # declared as tMAC; the GEMV's values follow the split and the merge)
+    # numpy level: the split over the GPU and the DIMMs and the merge (one DIMM's GEMV through the
+    # NDP core's declared commands: tests/test_sparse_ndp_gemv.py)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((64, 256)).astype(np.float16)
     x = np.maximum(rng.standard_normal(256), 0).astype(np.float16)      # ReLU output: zeros are skipped
