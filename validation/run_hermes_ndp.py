@@ -2,10 +2,14 @@
 """Regenerate validation/hermes_ndp.json and validation/hermes_ndp.md: [HERMES_NDP]'s stated numbers
 (targets E1-E12, A1-A4, B1-B5, S1-S5, N14) beside the hot/cold offload loop's.
 
-    python validation/run_hermes_ndp.py       (every run: ~30 min on two shared cores)
+    python validation/run_hermes_ndp.py             (every run: ~30 min on two shared cores)
+    python validation/run_hermes_ndp.py --missing   (only the runs hermes_ndp.json lacks; keeps the others)
+
+The plots of Figs. 9-11 and 14-16 are validation/plot_hermes_ndp.py's.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -26,12 +30,17 @@ def write(path: Path, text: str) -> None:
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--missing", action="store_true", help="run only the plan's runs absent from hermes_ndp.json")
+    missing = ap.parse_args().missing
     start = time.perf_counter()
 
     def progress(k, r):
         print(f"{time.perf_counter() - start:7.1f} s  {k}: {r.get('tokens_per_s', r.get('error'))}", flush=True)
 
-    runs = V.collect(progress)
+    kept = json.loads(OUT.read_text())["runs"] if missing and OUT.exists() else {}
+    runs = {**kept, **V.collect(progress, skip=set(kept))}
+    runs = {V.key(*args): runs[V.key(*args)] for args in V.plan()}     # the plan's order, nothing stale
     data = {"runs": runs, "rows": V.rows(runs)}
     write(OUT, json.dumps(data, indent=1) + "\n")
     md = ROOT / "validation" / "hermes_ndp.md"
