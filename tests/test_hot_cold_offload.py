@@ -317,8 +317,8 @@ def split_gemv(weights, x, active, device, dimms):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), dimms=st.integers(1, 8))
 def test_split_gemv_equals_numpy_on_the_active_rows(seed, dimms):
-    # numpy level: the NDP core's program is not declared as PIM commands (the MAC timing is
-    # declared as tMAC; the GEMV's values follow the split and the merge)
+    # numpy level: the split over the GPU and the DIMMs and the merge (one DIMM's GEMV through the
+    # NDP core's declared commands: tests/test_sparse_ndp_gemv.py)
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((64, 256)).astype(np.float16)
     x = np.maximum(rng.standard_normal(256), 0).astype(np.float16)      # ReLU output: zeros are skipped
@@ -391,3 +391,22 @@ def test_hermes_base_decode_matches_the_bandwidth_arithmetic(capsys):
     assert status == 0, err
     assert r["tpot_s"] == pytest.approx(0.164, rel=0.05)
     assert r["ndp_share_of_decode_fc"] > 0.8                    # B4: "over 80% of computation to NDP-DIMMs"
+
+
+# ---- the GPU-only server of [HERMES_NDP] Sec. V-F (TensorRT-LLM on 5 x A100-40GB) -------------------
+
+def test_tensor_parallel_decode_matches_the_bandwidth_arithmetic(capsys):
+    # batch 1: each token reads LLaMA2-70B's 138 GB once over 5 x 1,555 GB/s = 17.7 ms; the all-reduces
+    # (2 per layer of 16 KB in 8 ring steps of 1/5 at 300 GB/s) and the KV cache add < 1%
+    status, r, err = run_json(capsys, "tensor_parallel_llama2_70b.pim", "workload.output_len=3")
+    assert status == 0, err
+    assert r["tpot_s"] == pytest.approx(137.95e9 / (5 * 1555e9), rel=0.01)
+    ar = r["breakdown_s"]["decode_all_reduce"] / 2 / 80           # one step's all-reduces of one layer
+    assert ar == pytest.approx(2 * 2 * 4 * 8192 * 2 / 5 / 300e9, rel=1e-6)
+    assert r["gpus"] == 5 and r["ndp_dimms"] == 0
+
+
+def test_tensor_parallel_needs_the_weights_to_fit(capsys):
+    status, _, err = run_json(capsys, "tensor_parallel_llama2_70b.pim", "gpu.tp_a100_40gb.count=3")
+    assert status == 1 and "do not fit 3 x 40 GB of 'tp_a100_40gb'" in err and "Traceback" not in err
+    assert "a100x5_tensor_parallel.pim:" in err

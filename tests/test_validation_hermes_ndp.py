@@ -34,6 +34,7 @@ def test_stated_trends():
     assert rows["B4"]["ours"] > 0.8                            # Hermes-base: > 80% of the FC on the DIMMs
     assert rows["E7"]["ours"] > 1 and rows["E4a"]["ours"] > rows["E4b"]["ours"] > 1
     assert rows["S5"]["ours"] > rows["S4"]["ours"]             # more multipliers help at batch 16, not at 1
+    assert rows["S6b"]["ours"] < rows["S6a"]["ours"] < 1       # the 5 x A100 server pulls ahead with the batch
 
 
 @pytest.mark.slow
@@ -42,3 +43,29 @@ def test_a_sparse_run_regenerates():
     committed = COMMITTED["runs"][V.key("opt_13b", "hermes", 1)]
     assert ours["tokens_per_s"] == pytest.approx(committed["tokens_per_s"], rel=1e-9)
     assert ours["predictor"] == committed["predictor"]
+
+
+@pytest.mark.parametrize("batch", [1, 16])
+def test_tensor_parallel_runs_regenerate(batch):
+    # S6: the GPU-only server of [HERMES_NDP] Sec. V-F (no activation trace: a fraction of a second)
+    ours = V.run("llama2_70b", "tensor_parallel", batch)
+    committed = COMMITTED["runs"][V.key("llama2_70b", "tensor_parallel", batch)]
+    assert ours["tokens_per_s"] == pytest.approx(committed["tokens_per_s"], rel=1e-9)
+    assert ours["ttft_s"] == pytest.approx(committed["ttft_s"], rel=1e-9)
+
+
+def test_the_committed_sweeps_agree_with_the_table_runs():
+    # validation/plot_hermes_ndp.py's `pimc sweep` points are the same runs as the table's
+    import csv
+    sweeps = ROOT / "validation" / "hermes_ndp"
+    rows = list(csv.DictReader((sweeps / "fig9_10_opt_66b.csv").open()))
+    by = {r["mapping.strategy"]: r for r in rows}
+    for strategy in ("hermes", "hermes_base", "deja_vu", "accelerate"):
+        committed = COMMITTED["runs"][V.key("opt_66b", strategy, 1)]
+        assert float(by[strategy]["tokens_per_s"]) == pytest.approx(committed["tokens_per_s"], rel=1e-9)
+    dimms = {r["memory.hermes_ndp_dimm.count"]: r["ok"] for r in csv.DictReader((sweeps / "fig14_falcon_40b.csv").open())}
+    assert dimms == {"2": "false", "4": "true", "8": "true", "16": "true"}      # S1: four DIMMs at least
+    batch = {(r["pim_unit.hermes_ndp_core.simd_width"], r["workload.batch"]): float(r["tokens_per_s"])
+             for r in csv.DictReader((sweeps / "fig16_opt_13b.csv").open())}
+    assert batch[("65536 bit", "16")] / batch[("4096 bit", "16")] == pytest.approx(
+        next(r for r in COMMITTED["rows"] if r["id"] == "S5")["ours"], rel=1e-9)

@@ -12,9 +12,12 @@ split like the QKV; the layer output reduced on the NDP side (Sec. IV-A-2, Fig. 
 Times (what each covers):
   GPU block     active hot bytes at the GPU's memory bandwidth, or its FLOPs at peak x efficiency
                 (interpreter/host/models.py roofline), + 2 T_sync (Eq. 3; T_sync = the PCIe link's latency);
-  DIMM block    per DIMM max(active cold bytes / (ranks x channel rate), MACs / MAC rate), the slowest
-                DIMM bounds the block (Eq. 2). The centre-buffer core reads its ranks in parallel
-                ([HERMES_NDP] Sec. IV-A); MAC rate = lanes x clock / tMAC of the declared NDP core;
+  DIMM block    per DIMM its active cold neurons x one neuron's time, the slowest DIMM bounds the block
+                (Eq. 2). A neuron's time is the NDP unit's declared `gemv` program (row activations,
+                the ranks' burst reads, GEMV-unit passes) timed by the DRAM engine once per shape
+                (sparse_ndp_gemv); for a unit without one, max(bytes / (ranks x channel rate),
+                MACs / MAC rate): the centre-buffer core reads its ranks in parallel ([HERMES_NDP]
+                Sec. IV-A), MAC rate = lanes x clock / tMAC of the declared NDP core;
   attention     KV bytes over all DIMMs' internal bandwidth, or its MACs at the MAC rate;
   predictor     the state and correlation tables read once per token by the host CPU (serial);
   copies        hot-neuron copies (PCIe) and remaps (DIMM-links) beyond the projection time.
@@ -46,7 +49,11 @@ from ..sparsity.window_remap import imbalance, loads, remap
 from ..unread import leading_links
 
 STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu", "hermes_random",
-              "hermes_partition", "hermes_adjustment", "hermes_token_adjustment", "hermes_layer_adjustment")
+              "hermes_partition", "hermes_adjustment", "hermes_token_adjustment", "hermes_layer_adjustment",
+              "tensor_parallel")
+# GPUs alone, every weight in their memory, sharded by tensor parallelism: the server the paper compares
+# with ([HERMES_NDP] Sec. V-F, TensorRT-LLM on 5 x A100); no NDP-DIMMs, host CPU or PCIe needed
+GPU_ONLY = ("tensor_parallel",)
 PARAMS = {
     "activation_sparsity": "mean fraction of a sparse block's neurons that do not fire per token",
     "hot_fraction": "power law: this fraction of neurons ...",
@@ -77,8 +84,8 @@ OPT_ONLY = ("deja_vu",)                  # [HERMES_NDP] Sec. V-A-2: Deja Vu supp
 
 
 def links_read(system) -> int:
-    """The links this loop times: the GPU's PCIe and the DIMM-links, by kind."""
-    return leading_links(system, ("pcie", "dimm_link"))
+    """The links this loop times: the GPU's PCIe and the DIMM-links, or the GPUs' NVLink, by kind."""
+    return leading_links(system, ("pcie", "dimm_link", "nvlink"))
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,7 @@ class Setup:
     host: object
     dimm: object                       # the NDP-DIMM memory
     pcie: object
-    link: object | None
+    link: object | None                # the DIMM-links (the NVLink for GPU_ONLY strategies)
     dimms: int
     dimm_bw: float                     # one DIMM's internal read rate (all ranks)
     mac_rate: float                    # one NDP core's MACs per second
@@ -145,25 +152,26 @@ def setup(system: System) -> Setup:
             _fail(f"the hot/cold offload loop has no param '{name}'", mapping.param_spans.get(name, mapping.span),
                   did_you_mean(name, tuple(PARAMS), "params") or "params: " + ", ".join(PARAMS))
         params[name] = value
-    for name in ("gpu_reserved", "host_cpu", "accelerate_bandwidth", "flexgen_bandwidth"):
+    gpu_only = mapping.strategy in GPU_ONLY
+    for name in () if gpu_only else ("gpu_reserved", "host_cpu", "accelerate_bandwidth", "flexgen_bandwidth"):
         if name not in params:
             _fail(f"the hot/cold offload loop needs mapping param '{name}' ({PARAMS[name]})", mapping.span)
     procs = {p.name: p for p in system.processors}
     gpu_name = mapping.placement.get("decode", {}).get("fc_hot")
     gpu = procs.get(gpu_name) or next((p for p in system.processors if p.kind == "gpu"), None)
-    host = procs.get(params["host_cpu"])
-    if gpu is None or host is None:
+    host = procs.get(params.get("host_cpu"))
+    if gpu is None or (host is None and not gpu_only):
         _fail("the hot/cold offload loop needs a GPU (decode fc_hot) and the host CPU (param host_cpu) "
               "among the system's processors", system.span)
     dimm = next((m for m in system.memories if m.pim is not None), None)
-    if dimm is None:
+    if dimm is None and not gpu_only:
         _fail(f"system '{system.name}' has no memory with an NDP core", system.span)
     pcie = next((l for l in system.links if l.kind == "pcie"), None)
-    if pcie is None:
+    if pcie is None and not gpu_only:
         _fail(f"system '{system.name}' has no PCIe link between the GPU and the DIMMs", system.span)
-    link = next((l for l in system.links if l.kind == "dimm_link"), None)
-    pim = dimm.pim
-    if "tMAC" not in pim.timing_cycles or not pim.clock_hz:
+    link = next((l for l in system.links if l.kind == ("nvlink" if gpu_only else "dimm_link")), None)
+    pim = dimm.pim if dimm is not None else None
+    if pim is not None and ("tMAC" not in pim.timing_cycles or not pim.clock_hz):
         _fail(f"NDP core '{pim.name}' needs a clock and `timing {{ tMAC = N cycles; }}` (cycles per MAC pass)",
               pim.span)
     dt = DTYPE_BYTES[model.dtype]
@@ -173,7 +181,10 @@ def setup(system: System) -> Setup:
     mlp = (3 if model.gated_ffn else 2) * model.hidden
     oproj = q * model.hidden * dt
     other = model.weight_bytes - model.layers * ((model.hidden * qkv + model.ffn * mlp) * dt + oproj)
-    budget = gpu.memory_bytes * gpu.count - float(params["gpu_reserved"])
+    budget = gpu.memory_bytes * gpu.count - float(params.get("gpu_reserved", 0.0))
+    if dimm is None:
+        return Setup(system, mapping.strategy, params, gpu, host, None, pcie, link, 0, 0.0, 0.0, dt, qkv, mlp, oproj,
+                     max(0.0, other), budget)
     return Setup(system, mapping.strategy, params, gpu, host, dimm, pcie, link, dimm.count,
                  dimm.peak_bandwidth_bytes_per_s * dimm.organization.ranks,
                  pim.lanes * pim.clock_hz / pim.timing_cycles["tMAC"], dt, qkv, mlp, oproj, max(0.0, other), budget)
@@ -195,6 +206,15 @@ def host_s(s: Setup, nbytes: float, batch: int) -> float:
 def dimm_s(s: Setup, nbytes, batch: int):
     """One DIMM's time for `nbytes` of weights (array or scalar): max(read, MAC)."""
     return np.maximum(nbytes / s.dimm_bw, nbytes / s.dt * batch / s.mac_rate)
+
+
+def cold_neuron_s(s: Setup, nbytes: float, batch: int) -> float:
+    """One activated cold neuron of `nbytes` on its DIMM: the NDP unit's declared `gemv` program timed by
+    the DRAM engine (sparse_ndp_gemv, once per shape), or `dimm_s` for a unit that declares none."""
+    if s.dimm.pim.program("gemv") is None:
+        return float(dimm_s(s, nbytes, batch))
+    from .sparse_ndp_gemv import neuron_seconds
+    return neuron_seconds(s.dimm, int(round(nbytes / s.dt)), batch)
 
 
 def kv_bytes(s: Setup, seq: int, batch: int) -> float:
@@ -455,7 +475,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     gen = generator(s)
     _, nbytes = blocks_of(s)
     neuron_gpu = [gpu_s(s, nb, b) for nb in nbytes]
-    neuron_cold = [host_s(s, nb, b) if host else float(dimm_s(s, nb, b)) for nb in nbytes]
+    neuron_cold = [host_s(s, nb, b) if host else cold_neuron_s(s, nb, b) for nb in nbytes]
     placed = place(s, gen, sw, neuron_gpu, neuron_cold, devices)
     pred = Predictor(gen.prefill_frequency(wl.input_len), [blk.parents for blk in gen.blocks],
                      p["predictor_lambda"], p["predictor_threshold"], p["hot_threshold"], int(p["predictor_step"]),

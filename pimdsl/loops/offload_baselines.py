@@ -10,21 +10,27 @@ NDP-DIMM system without activation sparsity (Hermes-base).
                projection) cross PCIe after its MLP predictors ran, at `flexgen_bandwidth`; the
                predictors take `dejavu_predictor_share` of the compute time ([HERMES_NDP] Sec. V-D);
   hermes_base  the GPU holds the first layers that fit its memory less `gpu_reserved`, the other layers run densely
-               on the NDP-DIMMs (weights spread over all DIMMs), attention always on the DIMMs (V-B-1).
+               on the NDP-DIMMs (weights spread over all DIMMs), attention always on the DIMMs (V-B-1);
+  tensor_parallel  the server the paper compares with (V-F: TensorRT-LLM on 5 x A100-40GB): every weight and
+               the KV cache in the memory of `count` GPUs, each layer's weights and heads sharded over all of
+               them (the roofline of all the GPUs together), two ring all-reduces of the layer's output per
+               layer (attention and MLP) over the NVLink, as Megatron-style tensor parallelism does.
 The effective rates of Accelerate and FlexGen are calibrations stated in the spec.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .hot_cold_offload import (Setup, attention_ndp_s, blocks_of, check_capacity, dimm_s, generator, gpu_s,
-                               kv_bytes, layer_bytes, model_totals, prefill, prefill_s, report_common,
+from ..interpreter.host.models import transfer_time
+from .hot_cold_offload import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
+                               generator, gpu_s, kv_bytes, layer_bytes, model_totals, prefill, prefill_s, report_common,
                                resident_layers, sync_s)
 
 
 def run(s: Setup, timeline: bool) -> tuple[dict, list]:
     from ..ir.intervals import Interval
-    return {"accelerate": streamed, "flexgen": streamed, "deja_vu": deja_vu, "hermes_base": hermes_base}[s.strategy](s, Interval)
+    return {"accelerate": streamed, "flexgen": streamed, "deja_vu": deja_vu, "hermes_base": hermes_base,
+            "tensor_parallel": tensor_parallel}[s.strategy](s, Interval)
 
 
 def _attention_gpu_s(s: Setup, seq: int) -> float:
@@ -99,7 +105,9 @@ def hermes_base(s: Setup, Interval) -> tuple[dict, list]:
     ttft = prefill_s(prefill(s, s.pcie.bandwidth_bytes_per_s, 0, True), True)
     lb = layer_bytes(s)
     on_gpu = gpu_s(s, lb, wl.batch) + 2 * sync_s(s)          # to the DIMMs for attention and back
-    on_dimms = float(dimm_s(s, lb / s.dimms, wl.batch))
+    # every neuron of the layer, spread evenly over the DIMMs (the projection by the analytic rate)
+    on_dimms = (m.hidden * cold_neuron_s(s, s.qkv_elems * s.dt, wl.batch) + m.ffn * cold_neuron_s(
+        s, s.mlp_elems * s.dt, wl.batch)) / s.dimms + float(dimm_s(s, s.oproj_bytes / s.dimms, wl.batch))
     head = gpu_s(s, m.vocab * m.hidden * s.dt, wl.batch)
     t, att_total = ttft, 0.0
     for step in range(max(0, wl.output_len - 1)):
@@ -116,4 +124,46 @@ def hermes_base(s: Setup, Interval) -> tuple[dict, list]:
     out["utilization"] = {"gpu": steps * (resident * on_gpu + head) / (t - ttft) if t > ttft else 0.0,
                           "ndp_dimm_mean": steps * fc_ndp / (t - ttft) + att_total / (t - ttft) if t > ttft else 0.0}
     out["resident_layers"] = resident
+    return out, [Interval("gpu", "prefill", 0.0, ttft, "prefill"), Interval("gpu", "decode", ttft, t, "decode")]
+
+
+def all_reduce_s(s: Setup, nbytes: float) -> float:
+    """A ring all-reduce of `nbytes` over the GPUs: 2 (n - 1) steps of 1/n of it, each over one link."""
+    n = s.gpu.count
+    if n < 2 or s.link is None:
+        return 0.0
+    return 2 * (n - 1) * transfer_time(s.link, nbytes / n, instances=1)
+
+
+def tensor_parallel(s: Setup, Interval) -> tuple[dict, list]:
+    m, wl = s.system.model, s.system.workload
+    need = sum(model_totals(s).values())
+    if need > s.budget:
+        from ..ir.errors import CompileError
+        raise CompileError(f"the weights and KV cache ({need / 1e9:.1f} GB) do not fit {s.gpu.count} x "
+                           f"{s.gpu.memory_bytes / 1e9:.0f} GB of '{s.gpu.name}'", s.gpu.span,
+                           "declare more GPUs, or fewer gpu_reserved")
+    if s.gpu.count > 1 and s.link is None:
+        from ..ir.errors import CompileError
+        raise CompileError(f"tensor parallelism over {s.gpu.count} GPUs needs an nvlink among the system's links",
+                           s.system.span)
+    lb = layer_bytes(s)
+    act = m.hidden * s.dt                                   # one token's layer output
+    ttft = prefill_s(prefill(s, 1.0, m.layers, False), False) + m.layers * 2 * all_reduce_s(
+        s, act * wl.input_len * wl.batch)
+    head = gpu_s(s, m.vocab * m.hidden * s.dt, wl.batch)
+    fc = gpu_s(s, lb, wl.batch)
+    reduce = 2 * all_reduce_s(s, act * wl.batch)
+    t, att_total, reduce_total = ttft, 0.0, 0.0
+    for step in range(max(0, wl.output_len - 1)):
+        att = _attention_gpu_s(s, wl.input_len + step + 1)
+        t += m.layers * (fc + att + reduce) + head
+        att_total += m.layers * att
+        reduce_total += m.layers * reduce
+    steps = max(0, wl.output_len - 1)
+    out = report_common(s, ttft, t)
+    out["breakdown_s"] = {"prefill": ttft, "decode": t - ttft, "decode_fc": steps * m.layers * fc,
+                          "decode_attention": att_total, "decode_all_reduce": reduce_total, "decode_lm_head": steps * head}
+    out["utilization"] = {"gpu": (t - reduce_total) / t if t else 0.0, "nvlink": reduce_total / t if t else 0.0}
+    out["gpus"] = s.gpu.count
     return out, [Interval("gpu", "prefill", 0.0, ttft, "prefill"), Interval("gpu", "decode", ttft, t, "decode")]

@@ -12,10 +12,11 @@ from ..sparsity.activation_predictor import state_table_bytes
 
 MODELS = ("opt_13b", "opt_30b", "opt_66b", "llama2_13b", "llama2_70b", "falcon_40b")
 OPT = MODELS[:3]
-# Fig. 11's grid is not in the text; 1, 2, 4 and 16 on the two smaller OPT models keep the run within
-# half an hour on two shared cores (the paper's E9/E10 averages may span more points)
-BATCHES = (1, 2, 4, 16)
-BATCH_MODELS = ("opt_13b", "opt_30b")
+# Fig. 11's grid is not in the text: powers of two from 1 to 16 ([HERMES_NDP] Sec. V-B-2: "batch sizes"
+# 1-16) on the three OPT models (Deja Vu, in E9, runs OPT only)
+BATCHES = (1, 2, 4, 8, 16)
+BATCH_MODELS = OPT
+BATCH_GRID = "OPT x batch 1, 2, 4, 8, 16 mean"
 ABLATION_MODELS = ("opt_13b", "llama2_13b")                 # the smaller models: Fig. 13 names none
 ABLATIONS = ("hermes_random", "hermes_partition", "hermes_adjustment", "hermes_token_adjustment",
              "hermes_layer_adjustment", "hermes")
@@ -24,19 +25,24 @@ KEEP = ("tokens_per_s", "ttft_s", "tpot_s", "end_to_end_s", "breakdown_s", "pred
         "dimm_imbalance", "bytes_moved", "communication_fraction", "ndp_share_of_decode_fc", "placement")
 
 
-def spec_path(model: str) -> str:
+def system_name(model: str, strategy: str = "hermes") -> str:
+    """The bundled system a run uses: the GPU-only server of Sec. V-F has its own hardware."""
+    return f"{'tensor_parallel' if strategy in hot_cold_offload.GPU_ONLY else 'hermes_ndp'}_{model}"
+
+
+def spec_path(model: str, strategy: str = "hermes") -> str:
     from pathlib import Path
-    return str(Path(__file__).resolve().parents[2] / "specs" / "systems" / f"hermes_ndp_{model}.pim")
+    return str(Path(__file__).resolve().parents[2] / "specs" / "systems" / f"{system_name(model, strategy)}.pim")
 
 
 def run(model: str, strategy: str = "hermes", batch: int = 1, *extra: str) -> dict:
     """One `pimc run` (the report's numbers that the table uses), or {"error": first message}."""
     sets = [f"mapping.strategy={strategy}", f"workload.batch={batch}", *extra]
-    spec, diags = load_spec(spec_path(model), sets)
+    spec, diags = load_spec(spec_path(model, strategy), sets)
     if spec is None:
         return {"error": diags.errors[0].message}
     try:
-        report = hot_cold_offload.run(spec.systems[f"hermes_ndp_{model}"]).report
+        report = hot_cold_offload.run(spec.systems[system_name(model, strategy)]).report
     except Exception as exc:                        # a CompileError: the run's own diagnostic
         return {"error": getattr(exc, "message", str(exc))}
     return {k: report[k] for k in KEEP if k in report}
@@ -61,16 +67,18 @@ def plan() -> list[tuple]:
              for g in ("hermes_t4", "hermes_rtx3090")]
     runs += [("opt_13b", "hermes", b, f"pim_unit.hermes_ndp_core.simd_width={n * 128} bit")
              for b in (1, 16) for n in MULTIPLIERS if n != 256]
+    # Fig. 17: Hermes and TensorRT-LLM's 5 x A100 (tensor parallel) on LLaMA2-70B at batch 1 and 16
+    runs += [("llama2_70b", s, b) for b in (1, 16) for s in ("hermes", "tensor_parallel")]
     return list(dict.fromkeys(runs))
 
 
 CHEAP = ("hermes_base", "accelerate", "flexgen")           # no activation trace: a fraction of a second
 
 
-def collect(progress=None, only=None) -> dict:
+def collect(progress=None, only=None, skip=frozenset()) -> dict:
     out = {}
     for args in plan():
-        if only and args[1] not in only:
+        if (only and args[1] not in only) or key(*args) in skip:
             continue
         out[key(*args)] = run(*args)
         if progress:
@@ -113,15 +121,15 @@ def rows(r: dict) -> list[dict]:
         _mean(ratio(tps(m, "hermes_host"), tps(m, "accelerate")) for m in MODELS))
     row("E8d", "Hermes-host / FlexGen, six-model mean", 44.96,
         _mean(ratio(tps(m, "hermes_host"), tps(m, "flexgen")) for m in MODELS))
-    row("E9a", "Hermes / FlexGen, OPT-13B/30B x batch 1, 2, 4, 16 mean", 148.98,
+    row("E9a", f"Hermes / FlexGen, {BATCH_GRID}", 148.98,
         _mean(ratio(tps(m, "hermes", b), tps(m, "flexgen", b)) for m in BATCH_MODELS for b in BATCHES))
-    row("E9b", "Hermes / Deja Vu, OPT-13B/30B x batch 1, 2, 4, 16 mean", 75.24,
+    row("E9b", f"Hermes / Deja Vu, {BATCH_GRID}", 75.24,
         _mean(ratio(tps(m, "hermes", b), tps(m, "deja_vu", b)) for m in BATCH_MODELS for b in BATCHES))
-    row("E10", "Hermes / Hermes-host, OPT-13B/30B x batch 1, 2, 4, 16 mean", 7.17,
+    row("E10", f"Hermes / Hermes-host, {BATCH_GRID}", 7.17,
         _mean(ratio(tps(m, "hermes", b), tps(m, "hermes_host", b)) for m in BATCH_MODELS for b in BATCHES))
     gap = {b: _mean(ratio(tps(m, "hermes", b), tps(m, "hermes_base", b)) for m in BATCH_MODELS) for b in BATCHES}
     smallest = min((b for b in BATCHES if gap[b]), key=lambda b: gap[b], default=None)
-    row("E11", "batch with the smallest Hermes / Hermes-base gap (OPT-13B/30B mean)", 2, smallest, "batch")
+    row("E11", "batch with the smallest Hermes / Hermes-base gap (OPT mean)", 2, smallest, "batch")
     grows = [_mean(ratio(tps(m, "hermes", b), tps(m, "hermes_host", b)) for m in BATCH_MODELS) for b in BATCHES]
     row("E12", "Hermes / Hermes-host at batch 16 over batch 1 (grows: > 1)", None,
         ratio(grows[-1], grows[0]), "x", "qualitative: the paper says the gap grows with the batch")
@@ -156,6 +164,9 @@ def rows(r: dict) -> list[dict]:
         "opt_13b", "hermes", b, f"pim_unit.hermes_ndp_core.simd_width={n * 128} bit")
     row("S4", "OPT-13B batch 1: tokens/s at 512 over 64 multipliers (stable: ~1)", 1.0, ratio(mult(1, 512), mult(1, 64)))
     row("S5", "OPT-13B batch 16: tokens/s at 512 over 32 multipliers", 3.86, ratio(mult(16, 512), mult(16, 32)))
+    trt = lambda b: ratio(tps("llama2_70b", "hermes", b), tps("llama2_70b", "tensor_parallel", b))
+    row("S6a", "Hermes / TensorRT-LLM (5 x A100-40GB, tensor parallel), LLaMA2-70B, batch 1", 0.791, trt(1))
+    row("S6b", "Hermes / TensorRT-LLM (5 x A100-40GB, tensor parallel), LLaMA2-70B, batch 16", 0.244, trt(16))
     row("N14", "LLaMA-7B neuron state table (KB)", 232.0, state_table_bytes(32, 4096 + 10.5 * 1024, 4) / 1024, "KB")
     for x in out:
         x["error"] = (x["ours"] / x["paper"] - 1) if isinstance(x["ours"], (int, float)) and x["paper"] else None

@@ -1,0 +1,43 @@
+"""The NDP core's GEMV over the activated cold neurons of a block, timed through its declared commands.
+
+The hot/cold offload loop costs a cold neuron analytically (`hot_cold_offload.dimm_s`: the larger of
+its bytes over the DIMM's rank-parallel read rate and its MACs over the core's MAC rate). The NDP
+unit also declares the work as a PIM program (`program gemv` of the unit: row activations, per-rank
+burst reads, GEMV-unit passes), which the DRAM engine times command by command on the DIMM's part
+and timing rules. This module runs that program so that the two can be held together:
+`neuron_seconds` is the marginal time of one more activated neuron of `k` weights for `m` tokens,
+the cost the loop charges per neuron.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..interpreter.dram.command_stream import CommandTimer
+from ..interpreter.dram.stream_timer import StreamTimer
+from ..ir.hardware import Memory
+from ..lowering.pim_program import expand
+
+# neurons of the two runs whose difference is the marginal cost: a few row sets of every rank and
+# bank group, so that the first activations and the last passes (not per neuron) cancel
+PROBE = 16
+
+_CACHE: dict[tuple, tuple[weakref.ref, float]] = {}
+
+
+def program_seconds(memory: Memory, n: int, k: int, m: int) -> float:
+    """Seconds of the unit's `gemv` program for n activated neurons of k weights and m tokens, on one
+    DIMM, timed by the DRAM engine (refresh not modelled, as in the analytic cost)."""
+    pim = memory.pim
+    timer = StreamTimer(CommandTimer(memory, pim.commands, pim.rules, pim.windows), fast=True)
+    return timer.run(expand(memory, pim.program("gemv"), {"n": n, "k": k, "m": m})) * memory.part.tck_s
+
+
+def neuron_seconds(memory: Memory, k: int, m: int) -> float:
+    """Marginal seconds of one activated neuron: (T(2 PROBE) - T(PROBE)) / PROBE; cached per shape."""
+    key = (id(memory), k, m)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is memory:
+        return hit[1]
+    value = (program_seconds(memory, 2 * PROBE, k, m) - program_seconds(memory, PROBE, k, m)) / PROBE
+    _CACHE[key] = (weakref.ref(memory), value)
+    return value
