@@ -37,6 +37,14 @@ CASES = [
     ("lpddr4_2400", "rw_bank_conflict", 3000, ["queue_structure=transaction", "row_hit_cap=0"]),
     ("lpddr5_6400", "rw_bank_conflict", 3000, []),
     ("lpddr5_6400", "rw_random_1r1w_paced", 3000, ["scheduler=frfcfs_rowhit"]),
+    # precharge_for = any, split_activate and data_clock_sync (all three on in lpddr5_6400), apart and
+    # under the other structure
+    ("lpddr5_6400", "bank_parallel_hit", 4000, []),
+    ("lpddr5_6400", "rw_random_3r1w", 3000, PER_BANK),
+    ("lpddr5_6400", "mixed_stream_2r1w", 3000, ["split_activate=false", "precharge_for=oldest"]),
+    ("lpddr5_6400", "rw_random_1r1w", 3000, ["data_clock_sync=false", "scheduler=fcfs"]),
+    ("ddr4_3200", "bank_parallel_hit", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
+    ("lpddr4_2400", "mixed_stream_2r1w", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
 ]
 
 

@@ -120,6 +120,15 @@ class Controller:
     pim_blocking: str             # how a single-row-buffer PIM unit shares its channels with reads
                                   # and writes: serial (PIM phases run alone) or channel (a mode switch
                                   # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
+    # which queued request may precharge a bank whose open row it misses: only the bank's oldest
+    # (`oldest`), or any (`any`: Ramulator 2's FRFCFS derives every request's next command)
+    precharge_for: str = field(default="oldest", metadata={"json": "omit_default"})
+    # a two-cycle ACT issues its second cycle (LPDDR5 ACT-2) in the first idle command cycle, at the
+    # latest tAAD after the first, and no other ACT issues meanwhile (Ramulator 2's LPDDR5 controller)
+    split_activate: bool = field(default=False, metadata={"json": "omit_default"})
+    # a RD/WR issued once the data clock has stopped (tWCKPST after the last burst) is preceded by a
+    # one-cycle sync command (LPDDR5 CAS with WCK2CK sync; Ramulator 2 wck_sync_mode need_sync)
+    data_clock_sync: bool = field(default=False, metadata={"json": "omit_default"})
     # the ordered-stream timer's refresh: every unit first due at tREFI (False), or staggered, unit k of
     # n first due at (k + 1) tREFI / n (True), as the request-level controller always does
     refresh_stagger: bool = field(default=False, metadata={"json": "omit_default"})

@@ -39,13 +39,42 @@ Ramulator 2 ship them):
   * refresh `none`, `all_bank` (each rank or pseudo-channel every tREFI,
     staggered; its banks are closed, then REF; other ranks go on), or
     `per_bank` (each bank every tREFI, staggered by tREFI / banks).
+  * `precharge_for`: `oldest` (a PRE only for the bank's oldest queued
+    request) or `any` (for its oldest request to another row: Ramulator 2's
+    FRFCFS derives the next command of every queued request, so a younger
+    request's ready PRE pre-empts an older row hit waiting out tCCD,
+    [RAMULATOR2] scheduler/frfcfs; [REFDATA] dram README Sec. 8.3).
+  * `split_activate`: a two-cycle ACT (LPDDR5 ACT-1, ACT-2 [JESD209-5])
+    holds the command bus for its first cycle; its second issues in the
+    first cycle nothing else is ready, at the latest tAAD after the first,
+    and no other ACT issues before it (Ramulator 2 lpddr_controller_base).
+    Its bank cannot be read or closed before it (tAAD < tRCD, tRAS).
+  * `data_clock_sync`: a RD/WR issued once the data clock has stopped
+    (tWCKPST after the end of the last burst) is preceded by a one-cycle sync
+    command (LPDDR5 CAS with WCK2CK sync), the column command following in
+    the next cycle; when that would pass a waiting ACT-2's deadline, the
+    ACT-2 issues instead (Ramulator 2 wck_sync_mode need_sync).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .state import DeviceState
-from .tables import BANK, ChannelTables, EngineError
+from .tables import BANK, ChannelTables, EngineError, find_roles
 
 NEVER = 1 << 62
+# decisions that issue no declared command: an ACT's second cycle, a data-clock sync
+SECOND_HALF, SYNC = -2, -3
+
+
+def request_tables(memory) -> ChannelTables:
+    """The tables the request controller runs on: with `split_activate`, ACT holds the command
+    bus for its first cycle only (the controller issues the second)."""
+    commands = memory.part.commands
+    if memory.controller.split_activate:
+        act = find_roles(commands).act
+        commands = tuple(replace(c, bus_cycles=1) if i == act else c for i, c in enumerate(commands))
+    return ChannelTables(memory, commands)
 
 
 class RequestLog:
@@ -97,6 +126,7 @@ class ChannelController:
         self.rowhit = cfg.scheduler == "frfcfs_rowhit"
         self.fcfs = cfg.scheduler == "fcfs"
         self.cap = cfg.row_hit_cap if self.rowhit else 0
+        self.any_miss = cfg.precharge_for == "any"
         # per bank, the next_at entries that bound each command there
         getters = tables.bank_checks
         self.act_checks = getters(r.act)
@@ -106,6 +136,13 @@ class ChannelController:
         self.rd_open_checks = getters(r.rd)
         self.wr_open_checks = getters(r.wr)
         self._setup_refresh()
+        self.aad = tables.timing["tAAD"] if cfg.split_activate else 0
+        self.act2 = None                  # (bank, deadline) of an ACT whose second cycle has not issued
+        self.sync = cfg.data_clock_sync
+        self.postamble = tables.timing.get("tWCKPST", 0)
+        self.write_latency = tables.memory.part.write_latency_cycles
+        self.clock_until = -1             # data_clock_sync: the data clock runs until this cycle
+        self.forced = None                # (command, bank, request) due the cycle after its sync
         self.decision = None              # cached (t, cmd, k, request)
         self.last_done = -1
 
@@ -235,11 +272,28 @@ class ChannelController:
             return self.decision
         if self.units and self.next_due <= now:
             self._refresh_falls_due(now)
-        best = self._best(now)
+        best = self._next_command(now)
         if self.units and self.next_due <= (best[0] if best else NEVER):
             # a refresh falls due before anything issues: wake then (it changes what may issue)
             best = (self.next_due, None, None, None)
         self.decision = best
+        return best
+
+    def _next_command(self, now):
+        act2 = self.act2
+        if act2 is not None and now >= act2[1]:          # an ACT-2 at its deadline goes first
+            return (now, SECOND_HALF, act2[0], None)
+        if self.forced is not None:                      # the column command after its sync
+            cmd, b, req = self.forced
+            return (self.state.earliest(cmd, b, now), cmd, b, req)
+        best = self._best(now)
+        if act2 is not None and (best is None or best[0] > now):     # an idle command cycle
+            return (now, SECOND_HALF, act2[0], None)
+        if (self.sync and best is not None and best[3] is not None and best[0] >= self.clock_until
+                and best[1] not in (self.ACT, self.PRE)):
+            if act2 is not None and act2[1] <= best[0] + 1:
+                return (best[0], SECOND_HALF, act2[0], None)
+            return (best[0], SYNC, best[2], best[3], best[1])
         return best
 
     def _refresh_falls_due(self, now):
@@ -287,7 +341,7 @@ class ChannelController:
         at = self.state.next_at
         row_of, is_write, order, accepted = self.log.row, self.log.is_write, self.order, self.log.accepted
         open_row, blocked, eligible, active = self.open_row, self.blocked, self.eligible, self.active
-        mixed = self.per_bank
+        mixed, any_miss = self.per_bank, self.any_miss
         if self.fcfs:
             # (a refresh never holds back the active buffer: it waits for it)
             oldest = min((q[0] for b, q in queues.items() if not (blocked[b] and cls)), default=None,
@@ -301,10 +355,14 @@ class ChannelController:
             orow = open_row[b]
             first = q[0]
             if orow < 0:
+                if self.act2 is not None:        # no ACT before the previous one's second cycle
+                    continue
                 cands = ((self.ACT, first, self.act_checks[b]),)
             else:
-                # the first queued hit of each kind; a PRE is only ever for the bank's oldest request
+                # the first queued hit of each kind; a PRE is for the bank's oldest request, or with
+                # `precharge_for = any` for its oldest request to another row
                 rd_hit = wr_hit = None
+                miss = first if row_of[first] != orow else None
                 for r in q:
                     if row_of[r] == orow:
                         if is_write[r]:
@@ -312,9 +370,12 @@ class ChannelController:
                                 wr_hit = r
                         elif rd_hit is None:
                             rd_hit = r
-                        if not mixed or rd_hit is not None and wr_hit is not None:
-                            break
-                miss = first if row_of[first] != orow else None
+                    elif any_miss and miss is None:
+                        miss = r
+                    hits_found = (rd_hit is not None and wr_hit is not None if mixed
+                                  else rd_hit is not None or wr_hit is not None)
+                    if hits_found and (miss is not None or not any_miss):
+                        break
                 cands = [self._column(q, hit, orow, b) for hit in (rd_hit, wr_hit) if hit is not None]
                 # its PRE: never while an activated request waits for the row (Ramulator 2); with
                 # frfcfs_rowhit not while a hit waits (DRAMsim3: any queued hit; Ramulator 2: a hit that
@@ -351,10 +412,16 @@ class ChannelController:
         return False
 
     def issue(self, decision) -> None:
-        t, cmd, k, req = decision
+        t, cmd, k, req = decision[:4]
         self.decision = None
         if cmd is None:                                   # a refresh timer
             self._refresh_falls_due(t)
+            return
+        if cmd == SECOND_HALF:
+            self.act2 = None
+            return
+        if cmd == SYNC:
+            self.forced = (decision[4], k, req)
             return
         self.state.issue(cmd, k, t)
         if self.record is not None:
@@ -365,6 +432,8 @@ class ChannelController:
             return
         b = k
         if cmd == self.ACT:
+            if self.aad:
+                self.act2 = (b, t + self.aad)
             self.open_row[b] = log.row[req]
             self.hits_since_act[b] = 0
             if log.first_cmd[req] is None:
@@ -380,6 +449,11 @@ class ChannelController:
                 log.first_cmd[req] = "conflict"
             return
         # a column command: the request leaves the controller
+        self.forced = None
+        if self.sync:
+            end = t + (self.write_latency if log.is_write[req] else self.read_latency) + self.postamble
+            if end > self.clock_until:
+                self.clock_until = end
         if log.first_cmd[req] is None:
             log.first_cmd[req] = "hit"
         self.hits_since_act[b] += 1

@@ -18,16 +18,18 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .controller import SECOND_HALF, SYNC
 from .tables import BANK, ChannelTables
 
 NEVER = 1 << 62
+TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
 (N_READS, N_WRITES, N_ACTIVE, WRITE_MODE, NEXT_DUE, MOVED, LAST_DONE,
- D_VALID, D_T, D_CMD, D_K, D_REQ, N_CS) = range(13)
+ D_VALID, D_T, D_CMD, D_K, D_REQ, D_AUX, ACT2_BANK, ACT2_DUE, CLOCK_UNTIL, F_CMD, F_K, F_REQ, N_CS) = range(20)
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
- P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, N_P) = range(21)
+ P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, N_P) = range(26)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 
@@ -187,6 +189,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     n_rec = 0
     for c in range(n_ch):
         cs[c, LAST_DONE] = -1
+        cs[c, ACT2_BANK] = -1
+        cs[c, CLOCK_UNTIL] = -1
+        cs[c, F_CMD] = -1
         nd = NEVER
         for u in range(n_units):
             due[c, u] = units[u, 3]
@@ -245,11 +250,17 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             for _ in range(1 << 30):
                 _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
                         eligible, order, accepted, row, is_write, bank, level, span, cands)
-                if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] < 0):
+                if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
                 _falls_due(P, units, cs, c, t, due, pending, blocked)
-            if cs[c, D_VALID] and cs[c, D_T] == t:
+            if cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == SECOND_HALF:
+                cs[c, D_VALID] = 0
+                cs[c, ACT2_BANK] = -1
+            elif cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == SYNC:
+                cs[c, D_VALID] = 0
+                cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ] = cs[c, D_AUX], cs[c, D_K], cs[c, D_REQ]
+            elif cs[c, D_VALID] and cs[c, D_T] == t:
                 cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
                 cs[c, D_VALID] = 0
                 _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
@@ -355,9 +366,48 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
-    nb, n_at = P[P_NB], P[P_NA]
-    base = c * n_at
+    base = c * P[P_NA]
+    act2 = cs[c, ACT2_BANK]
+    aux = -1
+    if act2 >= 0 and now >= cs[c, ACT2_DUE]:          # an ACT-2 at its deadline goes first
+        found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
+    elif cs[c, F_CMD] >= 0:                            # the column command after its sync
+        found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
+        bt = _earliest(T, next_at, base, bcmd, bk, now)
+    else:
+        found, bt, bcmd, bk, breq = _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
+                                          qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
+                                          cands)
+        if act2 >= 0 and (not found or bt > now):      # an idle command cycle
+            found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
+        elif (P[P_SYNC] and found and breq >= 0 and bt >= cs[c, CLOCK_UNTIL] and bcmd != P[P_ACT]
+              and bcmd != P[P_PRE]):
+            if act2 >= 0 and cs[c, ACT2_DUE] <= bt + 1:
+                bcmd, bk, breq = SECOND_HALF, act2, -1
+            else:
+                aux, bcmd = bcmd, SYNC
+    if n_units and cs[c, NEXT_DUE] <= (bt if found else NEVER):
+        found = True
+        bt, bcmd, bk, breq = cs[c, NEXT_DUE], TIMER, -1, -1
+    if found:
+        cs[c, D_VALID] = 1
+        cs[c, D_T] = bt
+        cs[c, D_CMD] = bcmd
+        cs[c, D_K] = bk
+        cs[c, D_REQ] = breq
+        cs[c, D_AUX] = aux
+    else:
+        cs[c, D_VALID] = 0
+
+
+@njit(cache=True)
+def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
+          eligible, order, accepted, row, is_write, bank, cands):
+    """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
+    n_units = P[P_NU]
+    base = c * P[P_NA]
     per_bank = P[P_PER_BANK] != 0
+    no_act = cs[c, ACT2_BANK] >= 0
     # best candidate: (t, class, order, cmd, k, req)
     bt, bcls, bord, bcmd, bk, breq = NEVER, 0, 0, -1, -1, -1
     found = False
@@ -390,18 +440,8 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_of(
             T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-            accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq)
-    if n_units and cs[c, NEXT_DUE] <= (bt if found else NEVER):
-        found = True
-        bt, bcmd, bk, breq = cs[c, NEXT_DUE], -1, -1, -1
-    if found:
-        cs[c, D_VALID] = 1
-        cs[c, D_T] = bt
-        cs[c, D_CMD] = bcmd
-        cs[c, D_K] = bk
-        cs[c, D_REQ] = breq
-    else:
-        cs[c, D_VALID] = 0
+            accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
+    return found, bt, bcmd, bk, breq
 
 
 @njit(cache=True)
@@ -435,9 +475,9 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 @njit(cache=True)
 def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-             accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq):
+             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     nb = P[P_NB]
-    mixed = P[P_PER_BANK] != 0
+    mixed, any_miss = P[P_PER_BANK] != 0, P[P_ANY] != 0
     rowhit, cap = P[P_ROWHIT] != 0, P[P_CAP]
     only = -1
     if P[P_FCFS]:                       # only the oldest request
@@ -463,11 +503,14 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
         first = only if only >= 0 else qhead[q]
         nc = 0
         if orow < 0:
+            if no_act:                  # no ACT before the previous one's second cycle
+                continue
             cand_cmd[0] = P[P_ACT]
             cand_req[0] = first
             nc = 1
         else:
             rd_hit = wr_hit = -1
+            miss = first if row[first] != orow else -1
             r = first
             while r >= 0:
                 if row[r] == orow:
@@ -476,10 +519,12 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
                             wr_hit = r
                     elif rd_hit < 0:
                         rd_hit = r
-                    if not mixed or rd_hit >= 0 and wr_hit >= 0:
-                        break
+                elif any_miss and miss < 0:
+                    miss = r
+                hits_found = rd_hit >= 0 and wr_hit >= 0 if mixed else rd_hit >= 0 or wr_hit >= 0
+                if hits_found and (miss >= 0 or not any_miss):
+                    break
                 r = -1 if only >= 0 else nxt[r]
-            miss = first if row[first] != orow else -1
             for hit in (rd_hit, wr_hit):
                 if hit >= 0:
                     cand_cmd[nc] = _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write)
@@ -527,6 +572,9 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
                     qhead, qtail, qlen, nxt, prv, where):
     if cmd == P[P_ACT]:
+        if P[P_AAD]:
+            cs[c, ACT2_BANK] = b
+            cs[c, ACT2_DUE] = t + P[P_AAD]
         open_row[c, b] = row[req]
         hits[c, b] = 0
         if first_cmd[req] == 0:
@@ -544,6 +592,11 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         return
     if first_cmd[req] == 0:
         first_cmd[req] = HIT
+    cs[c, F_CMD] = -1
+    if P[P_SYNC]:
+        end = t + (P[P_WL] if is_write[req] else P[P_RL]) + P[P_POST]
+        if end > cs[c, CLOCK_UNTIL]:
+            cs[c, CLOCK_UNTIL] = end
     hits[c, b] += 1
     _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
     d = t if is_write[req] else t + P[P_RL]
@@ -597,6 +650,8 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_RL] = tables.read_latency
     P[P_NA] = tables.n_nodes * tables.n_cmds
     P[P_NW] = len(tables.window_slots)
+    P[P_ANY], P[P_AAD], P[P_SYNC] = probe.any_miss, probe.aad, probe.sync
+    P[P_WL], P[P_POST] = probe.write_latency, probe.postamble
     # the drain thresholds exactly as the reference computes them
     F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
     prea = tables.roles.prea
