@@ -19,6 +19,7 @@ from pimdsl.validation import dram_reference as V                   # noqa: E402
 
 PER_BANK = ["queue_structure=per_bank", "command_queue_depth=8", "row_hit_cap=4", "write_drain_high=1.0",
             "write_drain_low=0"]
+DRAMSIM3 = PER_BANK + ["write_drain=batch", "bank_arbitration=round_robin", "refresh_precharge=per_bank"]
 # (memory, trace, requests, controller overrides): every option value at least once, except per-bank
 # refresh, which no reference part allows
 CASES = [
@@ -45,6 +46,13 @@ CASES = [
     ("lpddr5_6400", "rw_random_1r1w", 3000, ["data_clock_sync=false", "scheduler=fcfs"]),
     ("ddr4_3200", "bank_parallel_hit", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
     ("lpddr4_2400", "mixed_stream_2r1w", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
+    # DRAMsim3's batch drain, round-robin bank scan and bank-by-bank refresh precharge (lpddr4_2400's),
+    # apart and with the other structure's options; a paced mix strands writes at its end
+    ("lpddr4_2400", "mixed_stream_2r1w", 6000, []),
+    ("lpddr4_2400", "rw_random_1r1w_paced", 3000, []),
+    ("hbm2", "rw_random_1r1w", 4000, DRAMSIM3),
+    ("ddr4_3200", "rw_random_3r1w", 3000, PER_BANK + ["write_drain=batch", "write_drain_idle=2"]),
+    ("ddr4_3200", "mixed_stream_2r1w", 3000, ["bank_arbitration=round_robin", "refresh_precharge=per_bank"]),
 ]
 
 

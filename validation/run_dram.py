@@ -28,13 +28,7 @@ from pimdsl.interpreter.dram.memory_system import replay                   # noq
 from pimdsl.interpreter.dram.traces import read_trace                      # noqa: E402
 from pimdsl.validation import dram_reference as V                    # noqa: E402
 
-# The two controller structures, as `--set` overrides ([REFDATA] dram README Sec. 8.1, 8.4).
-STRUCTURES = {
-    "DRAMsim3-like": ["queue_structure=per_bank", "command_queue_depth=8", "scheduler=frfcfs_rowhit",
-                      "row_hit_cap=4", "write_drain_high=1.0", "write_drain_low=0"],
-    "Ramulator-like": ["queue_structure=transaction", "scheduler=frfcfs_rowhit", "row_hit_cap=0",
-                       "write_drain_high=0.8", "write_drain_low=0.2"],
-}
+STRUCTURES = V.STRUCTURES
 
 # Why a row looks as it does: mechanisms we measured (the alternate-structure column) or
 # that the reference README documents. Keyed by (config, trace); "*" matches any trace.

@@ -340,8 +340,15 @@ class HardwareBuilder:
             pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"),
             refresh_stagger=r.flag("refresh_stagger", False),
             precharge_for=r.choice("precharge_for", ("oldest", "any"), "oldest"),
+            write_drain=r.choice("write_drain", ("watermark", "batch"), "watermark"),
+            write_drain_idle=r.integer("write_drain_idle", 8, minimum=0),
+            bank_arbitration=r.choice("bank_arbitration", ("oldest", "round_robin"), "oldest"),
+            refresh_precharge=r.choice("refresh_precharge", ("all_bank", "per_bank"), "all_bank"),
             split_activate=r.flag("split_activate", False),
             data_clock_sync=r.flag("data_clock_sync", False))
+        if out.write_drain == "batch" and out.queue_structure != "per_bank":
+            r.fail("write_drain = batch moves writes into per-bank command queues", "write_drain",
+                   "set queue_structure = per_bank, or write_drain = watermark")
         act = next((c for c in part.commands if c.opens and c.scope == "bank" and c.row_buffer != "pim"), None)
         if out.split_activate:
             aad = part.timing_cycles.get("tAAD")

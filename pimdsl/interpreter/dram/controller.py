@@ -20,8 +20,20 @@ Ramulator 2 ship them):
     is for (Ramulator 2 FRFCFS-RowHit).
   * read and write queues of bounded depth; writes drain once the write
     queue holds `write_drain_high` x depth or no read waits, and stop at
-    `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2;
-    DRAMsim3 drains a full buffer to empty: 1.0 / 0).
+    `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2).
+    `write_drain = batch` (per_bank; DRAMsim3 [DRAMSIM3] controller.cc
+    ScheduleTransaction): a drain starts when the write queue holds
+    `write_drain_high` x depth writes, or more than `write_drain_idle` while
+    the command queues are empty, and moves exactly the writes queued at its
+    start; outside a drain only reads move on, so up to `write_drain_idle`
+    writes may never issue at the end of a trace (DRAMsim3's stranded
+    writes, [REFDATA] dram README Sec. 2.1): the replay then ends.
+  * `bank_arbitration`: of the commands ready in one cycle, the oldest
+    request's (`oldest`), or the first in bank order after the bank served
+    last (`round_robin`: DRAMsim3 command_queue GetCommandToIssue).
+  * `refresh_precharge`: a refresh closes its rank with the part's
+    precharge-all command (`all_bank`), or bank by bank, the first ready
+    first (`per_bank`, DRAMsim3 channel_state GetReadyCommand).
   * page policy `open`, or `closed` (RDA/WRA when no queued request hits
     the row).
   * queue structure `transaction` (Ramulator 2 [RAMULATOR2] controller_base:
@@ -118,6 +130,11 @@ class ChannelController:
         self.order = log.order
         self.moved = 0                            # per_bank: requests moved into command queues so far
         self.write_mode = False
+        self.batch = cfg.write_drain == "batch"
+        self.draining = 0                         # batch: writes left to move in this drain
+        self.round_robin = cfg.bank_arbitration == "round_robin"
+        self.last_bank = -1                       # round_robin: the bank served last
+        self.n_req = len(log.bank) + 1            # round_robin: bank distance weighs over any age
         self.per_bank = cfg.queue_structure == "per_bank"
         self.staged_reads: list[int] = []         # per_bank: waiting for a command-queue slot
         self.staged_writes: list[int] = []
@@ -180,7 +197,8 @@ class ChannelController:
         # Ramulator 2: refresh waits until no activated request needs a row it would close
         active = self.active
         prea = self.t.roles.prea
-        if prea is not None and level < BANK and self.t.target_level(prea) == level:
+        if (prea is not None and level < BANK and self.t.target_level(prea) == level
+                and self.cfg.refresh_precharge == "all_bank"):
             if active and any(b in active for b in open_banks):
                 return None
             return st.earliest(prea, k, now), prea, k
@@ -222,11 +240,25 @@ class ChannelController:
         queues.setdefault(b, []).append(req)
 
     def busy(self) -> bool:
-        return bool(self.n_reads or self.n_writes or self.active or self.staged_reads or self.staged_writes)
+        return bool(self.n_reads or self.n_writes or self.active or self.staged_reads
+                    or self.staged_writes and not self._stranded())
+
+    def _stranded(self) -> bool:
+        """batch: only staged writes are left, too few to start a drain (they never issue)."""
+        return (self.batch and not (self.n_reads or self.n_writes or self.staged_reads or self.draining)
+                and not self._drain_starts())
+
+    def _drain_starts(self) -> bool:
+        """batch: does a drain start now (full write queue, or enough writes and idle command queues)?"""
+        w = len(self.staged_writes)
+        return not self.draining and (w >= self.cfg.write_drain_high * self.cfg.write_queue_depth or
+                                      w > self.cfg.write_drain_idle and not (self.n_reads or self.n_writes))
 
     def _movable(self):
         """per_bank: the first staged request (of the drained queue) whose bank queue has room."""
-        if self.write_mode and self.staged_writes or not self.staged_reads:
+        if self.batch:
+            queue = self.staged_writes if self.draining or self._drain_starts() else self.staged_reads
+        elif self.write_mode and self.staged_writes or not self.staged_reads:
             queue = self.staged_writes
         else:
             queue = self.staged_reads
@@ -256,6 +288,10 @@ class ChannelController:
             found = self._movable()
             if found is not None:
                 queue, i = found
+                if self.batch and queue is self.staged_writes:
+                    if not self.draining:
+                        self.draining = len(queue)
+                    self.draining -= 1
                 req = queue.pop(i)
                 self.log.eligible[req] = t + 1
                 self.order[req] = self.moved
@@ -385,14 +421,17 @@ class ChannelController:
                         not cands or not self.rowhit or (self.cap and self.hits_since_act[b] >= self.cap)
                         or not mixed and accepted[cands[0][1]] > accepted[miss]):
                     cands.append((self.PRE, miss, self.pre_checks[b]))
+            # ties: the oldest request, or (round_robin) the first bank after the last served
+            ahead = (b - self.last_bank - 1 + self.t.banks) % self.t.banks * self.n_req if self.round_robin else 0
             for cmd, req, checks in cands:
                 t = now if now >= eligible[req] else eligible[req]
                 for idx in checks:
                     if at[idx] > t:
                         t = at[idx]
+                o = ahead + order[req]
                 if best is None or t < best[0] or t == best[0] and (cls < best[1] or cls == best[1]
-                                                                      and order[req] < best[2]):
-                    best = (t, cls, order[req], cmd, b, req)
+                                                                      and o < best[2]):
+                    best = (t, cls, o, cmd, b, req)
         return best
 
     def _column(self, q, hit, orow, b):
@@ -431,6 +470,7 @@ class ChannelController:
             self._issued_refresh_step(cmd, k, t)
             return
         b = k
+        self.last_bank = b
         if cmd == self.ACT:
             if self.aad:
                 self.act2 = (b, t + self.aad)

@@ -26,10 +26,12 @@ TIMER = -1                            # a decision's command: a refresh falls du
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
 (N_READS, N_WRITES, N_ACTIVE, WRITE_MODE, NEXT_DUE, MOVED, LAST_DONE,
- D_VALID, D_T, D_CMD, D_K, D_REQ, D_AUX, ACT2_BANK, ACT2_DUE, CLOCK_UNTIL, F_CMD, F_K, F_REQ, N_CS) = range(20)
+ D_VALID, D_T, D_CMD, D_K, D_REQ, D_AUX, ACT2_BANK, ACT2_DUE, CLOCK_UNTIL, F_CMD, F_K, F_REQ, DRAINING, LAST_BANK,
+ N_CS) = range(22)
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
- P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, N_P) = range(26)
+ P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, P_BATCH, P_IDLE,
+ P_RR, N_P) = range(29)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 
@@ -192,6 +194,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         cs[c, ACT2_BANK] = -1
         cs[c, CLOCK_UNTIL] = -1
         cs[c, F_CMD] = -1
+        cs[c, LAST_BANK] = -1
         nd = NEVER
         for u in range(n_units):
             due[c, u] = units[u, 3]
@@ -220,7 +223,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         if head >= n:
             idle = True
             for c in range(n_ch):
-                if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c] or slen[2 * c + 1]):
+                if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c]
+                        or slen[2 * c + 1] and not _stranded(P, F, cs, slen, c)):
                     idle = False
                     break
             if idle:
@@ -231,7 +235,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
                     eligible, order, accepted, row, is_write, bank, level, span, cands)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
-            if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
+            if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
             times[c] = t
             if t < t_next:
@@ -280,8 +284,12 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
                                     is_write, qhead, qtail, qlen, nxt, prv, where)
             if per_bank:
-                r = _movable(P, cs, shead, slen, nxt, in_bank, bank, c)
+                r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
+                    if P[P_BATCH] and is_write[r]:
+                        if not cs[c, DRAINING]:
+                            cs[c, DRAINING] = slen[2 * c + 1]
+                        cs[c, DRAINING] -= 1
                     _unlink(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[r] else 0), r)
                     eligible[r] = t + 1
                     order[r] = cs[c, MOVED]
@@ -330,9 +338,24 @@ def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
 
 
 @njit(cache=True)
-def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
+def _drain_starts(P, F, cs, slen, c):
+    w = slen[2 * c + 1]
+    return not cs[c, DRAINING] and (w >= F[1] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
+
+
+@njit(cache=True)
+def _stranded(P, F, cs, slen, c):
+    """batch: only staged writes are left, too few to start a drain (they never issue)."""
+    return (P[P_BATCH] and not (cs[c, N_READS] or cs[c, N_WRITES] or slen[2 * c] or cs[c, DRAINING])
+            and not _drain_starts(P, F, cs, slen, c))
+
+
+@njit(cache=True)
+def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
     """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
-    if cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
+    if P[P_BATCH]:
+        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, F, cs, slen, c) else shead[2 * c]
+    elif cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
         r = shead[2 * c + 1]
     else:
         r = shead[2 * c]
@@ -439,7 +462,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
             continue
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_of(
-            T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
     return found, bt, bcmd, bk, breq
 
@@ -474,7 +497,7 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 
 @njit(cache=True)
-def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
              accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     nb = P[P_NB]
     mixed, any_miss = P[P_PER_BANK] != 0, P[P_ANY] != 0
@@ -536,11 +559,13 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
                 cand_cmd[nc] = P[P_PRE]
                 cand_req[nc] = miss
                 nc += 1
+        # ties: the oldest request, or (round_robin) the first bank after the last served
+        ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR]
         for i in range(nc):
             req = cand_req[i]
             t = now if now >= eligible[req] else eligible[req]
             t = _earliest(T, next_at, base, cand_cmd[i], b, t)
-            o = order[req]
+            o = ahead + order[req]
             if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                 found = True
                 bt, bcls, bord, bcmd, bk, breq = t, cls, o, cand_cmd[i], b, req
@@ -571,6 +596,7 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 @njit(cache=True)
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
                     qhead, qtail, qlen, nxt, prv, where):
+    cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
             cs[c, ACT2_BANK] = b
@@ -652,12 +678,15 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_NW] = len(tables.window_slots)
     P[P_ANY], P[P_AAD], P[P_SYNC] = probe.any_miss, probe.aad, probe.sync
     P[P_WL], P[P_POST] = probe.write_latency, probe.postamble
+    P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
+    P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
     # the drain thresholds exactly as the reference computes them
     F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
-        prea_ok = prea is not None and level < BANK and tables.target_level(prea) == level
+        prea_ok = (prea is not None and level < BANK and tables.target_level(prea) == level
+                   and cfg.refresh_precharge == "all_bank")
         units[u] = (cmd, level, k, first_due, interval, banks[0], banks[-1] + 1, prea_ok)
     P[P_NU] = len(probe.units)
     args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]
