@@ -35,7 +35,7 @@ CASES = [
     ("hbm2", "rw_random_1r1w", 4000, ["page_policy=closed"]),
     ("hbm2", "mixed_stream_2r1w", 4000, PER_BANK + ["refresh=none"]),
     ("lpddr4_2400", "rw_random_1r1w", 3000, []),
-    ("lpddr4_2400", "rw_bank_conflict", 3000, ["queue_structure=transaction", "row_hit_cap=0"]),
+    ("lpddr4_2400", "rw_bank_conflict", 3000, ["queue_structure=transaction", "row_hit_cap=0", "write_drain=watermark"]),
     ("lpddr5_6400", "rw_bank_conflict", 3000, []),
     ("lpddr5_6400", "rw_random_1r1w_paced", 3000, ["scheduler=frfcfs_rowhit"]),
     # precharge_for = any, split_activate and data_clock_sync (all three on in lpddr5_6400), apart and
