@@ -86,6 +86,16 @@ def test_dramsim3_structure_replays_dramsim3_exactly(traces, config, trace):
             ref["min_read_latency_cycles"], ref["p50_read_latency_cycles"])
 
 
+@pytest.mark.parametrize("trace", V.IDLE_TRACES)
+def test_lpddr5_idle_latency_includes_the_data_clock_sync(traces, trace):
+    """An idle LPDDR5 read waits for Ramulator 2's WCK2CK sync (CAS) before its RD: min and median
+    latency equal Ramulator's, one cycle above what the engine gave without `data_clock_sync`."""
+    ref = COMMITTED[("lpddr5_6400", trace)]["references"]["Ramulator2 FRFCFS"]
+    now = V.run_all(traces, cases=[("lpddr5_6400", trace)])[0].ours
+    assert (now["min_read_latency_cycles"], now["p50_read_latency_cycles"]) == (
+        ref["min_read_latency_cycles"], ref["p50_read_latency_cycles"])
+
+
 def test_markdown_table_lists_every_case():
     text = (ROOT / "validation" / "dram.md").read_text()
     for config, trace in CASES:
