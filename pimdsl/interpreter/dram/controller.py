@@ -406,12 +406,14 @@ class ChannelController:
                                 wr_hit = r
                         elif rd_hit is None:
                             rd_hit = r
+                        if ((not mixed or rd_hit is not None and wr_hit is not None)
+                                and (miss is not None or not any_miss)):
+                            break
                     elif any_miss and miss is None:
                         miss = r
-                    hits_found = (rd_hit is not None and wr_hit is not None if mixed
-                                  else rd_hit is not None or wr_hit is not None)
-                    if hits_found and (miss is not None or not any_miss):
-                        break
+                        if (rd_hit is not None and wr_hit is not None
+                                or not mixed and (rd_hit is not None or wr_hit is not None)):
+                            break
                 cands = [self._column(q, hit, orow, b) for hit in (rd_hit, wr_hit) if hit is not None]
                 # its PRE: never while an activated request waits for the row (Ramulator 2); with
                 # frfcfs_rowhit not while a hit waits (DRAMsim3: any queued hit; Ramulator 2: a hit that

@@ -423,7 +423,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
         cs[c, D_VALID] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
           eligible, order, accepted, row, is_write, bank, cands):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
@@ -542,11 +542,12 @@ def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked
                             wr_hit = r
                     elif rd_hit < 0:
                         rd_hit = r
+                    if (not mixed or rd_hit >= 0 and wr_hit >= 0) and (miss >= 0 or not any_miss):
+                        break
                 elif any_miss and miss < 0:
                     miss = r
-                hits_found = rd_hit >= 0 and wr_hit >= 0 if mixed else rd_hit >= 0 or wr_hit >= 0
-                if hits_found and (miss >= 0 or not any_miss):
-                    break
+                    if rd_hit >= 0 and wr_hit >= 0 or not mixed and (rd_hit >= 0 or wr_hit >= 0):
+                        break
                 r = -1 if only >= 0 else nxt[r]
             for hit in (rd_hit, wr_hit):
                 if hit >= 0:
@@ -560,7 +561,7 @@ def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked
                 cand_req[nc] = miss
                 nc += 1
         # ties: the oldest request, or (round_robin) the first bank after the last served
-        ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR]
+        ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
         for i in range(nc):
             req = cand_req[i]
             t = now if now >= eligible[req] else eligible[req]
