@@ -229,3 +229,15 @@ memory m { part = D; pim = p; address_map = [row, bank, bank_group, column]; }
     found = errors(memory)
     assert len(found) == 1 and "timing rule names the undeclared command 'PRX'" in found[0]
     assert "did you mean 'PRE'" in found[0]
+
+
+def test_controller_options_the_part_or_structure_cannot_run(errors):
+    memory = ("memory m {{ part = D; address_map = [row, bank, bank_group, column]; "
+              "controller {{ {} }} }}\n")
+    found = errors(DRAM + memory.format("split_activate = true; data_clock_sync = true; write_drain = batch;"))
+    # each at its field's value, in source order
+    assert [f.splitlines()[0].split(":", 3)[2:] for f in found] == [
+        ["99", " error: split_activate needs an ACT of bus_cycles = 2 and tAAD in D's timing"],
+        ["123", " error: data_clock_sync needs tWCKPST (the data clock's postamble) in D's timing"],
+        ["143", " error: write_drain = batch moves writes into per-bank command queues"]]
+    assert found[2].splitlines()[-1] == "  hint: set queue_structure = per_bank, or write_drain = watermark"

@@ -19,6 +19,7 @@ from pimdsl.validation import dram_reference as V                   # noqa: E402
 
 PER_BANK = ["queue_structure=per_bank", "command_queue_depth=8", "row_hit_cap=4", "write_drain_high=1.0",
             "write_drain_low=0"]
+DRAMSIM3 = PER_BANK + ["write_drain=batch", "bank_arbitration=round_robin", "refresh_precharge=per_bank"]
 # (memory, trace, requests, controller overrides): every option value at least once, except per-bank
 # refresh, which no reference part allows
 CASES = [
@@ -34,9 +35,24 @@ CASES = [
     ("hbm2", "rw_random_1r1w", 4000, ["page_policy=closed"]),
     ("hbm2", "mixed_stream_2r1w", 4000, PER_BANK + ["refresh=none"]),
     ("lpddr4_2400", "rw_random_1r1w", 3000, []),
-    ("lpddr4_2400", "rw_bank_conflict", 3000, ["queue_structure=transaction", "row_hit_cap=0"]),
+    ("lpddr4_2400", "rw_bank_conflict", 3000, ["queue_structure=transaction", "row_hit_cap=0", "write_drain=watermark"]),
     ("lpddr5_6400", "rw_bank_conflict", 3000, []),
     ("lpddr5_6400", "rw_random_1r1w_paced", 3000, ["scheduler=frfcfs_rowhit"]),
+    # precharge_for = any, split_activate and data_clock_sync (all three on in lpddr5_6400), apart and
+    # under the other structure
+    ("lpddr5_6400", "bank_parallel_hit", 4000, []),
+    ("lpddr5_6400", "rw_random_3r1w", 3000, PER_BANK),
+    ("lpddr5_6400", "mixed_stream_2r1w", 3000, ["split_activate=false", "precharge_for=oldest"]),
+    ("lpddr5_6400", "rw_random_1r1w", 3000, ["data_clock_sync=false", "scheduler=fcfs"]),
+    ("ddr4_3200", "bank_parallel_hit", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
+    ("lpddr4_2400", "mixed_stream_2r1w", 3000, ["scheduler=frfcfs", "precharge_for=any"]),
+    # DRAMsim3's batch drain, round-robin bank scan and bank-by-bank refresh precharge (lpddr4_2400's),
+    # apart and with the other structure's options; a paced mix strands writes at its end
+    ("lpddr4_2400", "mixed_stream_2r1w", 6000, []),
+    ("lpddr4_2400", "rw_random_1r1w_paced", 3000, []),
+    ("hbm2", "rw_random_1r1w", 4000, DRAMSIM3),
+    ("ddr4_3200", "rw_random_3r1w", 3000, PER_BANK + ["write_drain=batch", "write_drain_idle=2"]),
+    ("ddr4_3200", "mixed_stream_2r1w", 3000, ["bank_arbitration=round_robin", "refresh_precharge=per_bank"]),
 ]
 
 

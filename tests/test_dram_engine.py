@@ -273,3 +273,25 @@ def test_pimc_dram_command_trace(tmp_path):
         "38 0 WR 0 0 0 0 0 1 2",
     ]
     assert [p.name for p in tmp_path.iterdir()] and not list(tmp_path.glob(".pimc-*"))
+
+
+# ---- DRAMsim3's batch write drain -------------------------------------------------------------------
+
+BATCH = ["queue_structure=per_bank", "write_drain=batch", "write_drain_high=1.0", "write_drain_idle=8"]
+
+
+@pytest.mark.parametrize("engine", ["python", "compiled"])
+def test_batch_drain_strands_a_few_writes_and_drains_more(engine):
+    """DRAMsim3 drains its write buffer when full or when it holds more than 8 writes while the command
+    queues are empty; fewer are never issued, and the replay ends (its stranded writes)."""
+    mem = memory(overrides=BATCH)
+
+    def replayed(n_writes):
+        reqs = [(0, False, 0, 0)] + [(0, True, 1 + i % 4, 7) for i in range(n_writes)]
+        trace = Trace(*[list(col) for col in zip(*[(a, w, 0, b, r, 0) for a, w, b, r in reqs])])
+        return replay(mem, trace, engine=engine)
+
+    few, more = replayed(8), replayed(9)
+    # the read moves into its command queue in cycle 0: ACT@1, RD@23, data at 49
+    assert few.commands == {"ACT": 1, "RD": 1} and few.cycles == 50
+    assert more.commands["WR"] == 9 and more.cycles > few.cycles

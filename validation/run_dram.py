@@ -28,13 +28,7 @@ from pimdsl.interpreter.dram.memory_system import replay                   # noq
 from pimdsl.interpreter.dram.traces import read_trace                      # noqa: E402
 from pimdsl.validation import dram_reference as V                    # noqa: E402
 
-# The two controller structures, as `--set` overrides ([REFDATA] dram README Sec. 8.1, 8.4).
-STRUCTURES = {
-    "DRAMsim3-like": ["queue_structure=per_bank", "command_queue_depth=8", "scheduler=frfcfs_rowhit",
-                      "row_hit_cap=4", "write_drain_high=1.0", "write_drain_low=0"],
-    "Ramulator-like": ["queue_structure=transaction", "scheduler=frfcfs_rowhit", "row_hit_cap=0",
-                       "write_drain_high=0.8", "write_drain_low=0.2"],
-}
+STRUCTURES = V.STRUCTURES
 
 # Why a row looks as it does: mechanisms we measured (the alternate-structure column) or
 # that the reference README documents. Keyed by (config, trace); "*" matches any trace.
@@ -65,27 +59,20 @@ NOTES = {
     ("hbm2", "rw_bank_conflict"): "As ddr4_3200 (DRAMsim3 37% faster, 2.5x fewer ACTs).",
     ("ddr4_3200", "rw_random_burst_writes"): "DRAMsim3 is 6% slower than Ramulator 2 here (it drains its "
         "whole write buffer once full, [REFDATA] dram README Sec. 8.4); we model Ramulator 2.",
-    ("lpddr4_2400", "*"): "DRAMsim3 only; we use DRAMsim3's per-bank command queues, its row-hit cap of 4 "
-        "and its drain policy. The +1 idle cycle of DRAMsim3 comes out of the queue move.",
-    ("lpddr5_6400", "*"): "Ramulator 2 only. Idle latencies are 1 cycle under Ramulator's: it issues a "
-        "WCK2CK sync (CAS) command before the first RD and splits ACT into ACT-1/ACT-2; lpddr5.pim models "
-        "one 2-cycle ACT and no CAS (the language has no conditional command).",
-    ("lpddr4_2400", "mixed_stream_2r1w"): "ACT target missed (-5.1%; cycles -1.9%). The three streams need "
-        "about 2,344 (bank, row) openings; DRAMsim3 opens 3,077 rows (724 after its own PREs, the rest in "
-        "closed banks: each of its 293 refreshes closes all 8 banks of the rank, 2,342 of its 3,066 PREs), "
-        "we 2,909 (602 after PREs, 287 refreshes): after a refresh we re-open fewer half-served rows. Not "
-        "isolated; scanning the bank queues round-robin as DRAMsim3 does (tried) leaves -5.5%.",
-    ("lpddr5_6400", "bank_parallel_hit"): "ACT target missed (-31%; cycles -0.0%). Ramulator 2's plain FRFCFS "
-        "lets a ready PRE for a younger request pre-empt an older row hit ([REFDATA] dram README Sec. 8.3; its FRFCFS-RowHit run, "
-        "which blocks that, opens 2,621 rows, near our 2,649); our `frfcfs` lets only a bank's oldest request "
-        "precharge, as the controller of the HBM-PIM baseline (validation/pim_hbm.md) does. Measured: letting "
-        "the oldest missing request's PRE compete gives 4,001 ACTs (+3.5%) and +1.2% cycles here, but moves "
-        "that baseline from +1.1% to +2.4%; telling the two controllers apart needs a scheduler option.",
-    ("lpddr5_6400", "rw_bank_conflict"): "ACT target missed (-1.1%), cycles -1.4%. Ramulator 2's LPDDR5 "
-        "controller issues a WCK2CK sync (CAS) before the first access after every row switch of this trace "
-        "(1,321 CAS for 1,321 ACTs, extra/results.json) and splits ACT into ACT-1/ACT-2 with an ACT-2 "
-        "deadline; lpddr5.pim models neither (no conditional command in the language), so each row switch "
-        "is shorter and the read/write modes alternate slightly less often (fewer ACTs).",
+    ("lpddr4_2400", "*"): "DRAMsim3 only; we use its per-bank command queues (row-hit cap 4), its batch write "
+        "drain (full buffer, or more than 8 writes while the command queues are empty; exactly the writes "
+        "buffered at its start), its round-robin scan of the bank queues and its bank-by-bank refresh "
+        "precharge: cycles and ACTs equal DRAMsim3's on every trace.",
+    ("lpddr5_6400", "*"): "Ramulator 2 only; we use its plain FRFCFS (any queued request's PRE competes: "
+        "`precharge_for = any`), its ACT-1/ACT-2 split (ACT-2 in an idle command cycle within tAAD: "
+        "`split_activate`) and its WCK2CK sync CAS before a RD/WR once the WCK stopped (`data_clock_sync`).",
+    ("lpddr5_6400", "bank_parallel_hit"): "Ramulator 2's plain FRFCFS lets a ready PRE for a younger request "
+        "pre-empt an older row hit waiting out tCCD ([REFDATA] dram README Sec. 8.3): 3,864 ACTs against 2,621 "
+        "with FRFCFS-RowHit. We model it (`precharge_for = any`); the lazy ACT-2 matters here (with ACT as one "
+        "2-cycle command the same scheduler gives +3.5% ACTs, with a 1-cycle ACT -2.0%).",
+    ("lpddr5_6400", "rw_bank_conflict"): "Every row switch of this trace needs a WCK2CK sync (1,321 CAS for "
+        "1,321 ACTs in Ramulator's counts, extra/results.json); without `data_clock_sync` we were 1.4% fast "
+        "with 1.1% fewer ACTs.",
 }
 
 
@@ -124,10 +111,11 @@ def write_markdown(results, alternates, path: Path, speed, speed_line: str | Non
         "",
         "Controller structure used: ddr4_3200, hbm2 and lpddr5_6400 use Ramulator 2's (`transaction`: "
         "32-entry read and write buffers, watermark write drain, and an active buffer that a request enters "
-        "at its ACT, scheduled first, whose rows no PRE or refresh may close); lpddr4_2400, which only "
+        "at its ACT, scheduled first, whose rows no PRE or refresh may close; lpddr5_6400 with Ramulator's "
+        "plain FRFCFS, split ACT and CAS sync); lpddr4_2400, which only "
         "DRAMsim3 ran, uses DRAMsim3's (`per_bank`: command queues of 8 holding reads and writes together, "
         "a PRE only for a queue's oldest command and only when no queued command hits the row unless 4 hits "
-        "were served, full-buffer drain). Where both simulators ran a config, we follow Ramulator 2, whose "
+        "were served, its batch write drain, round-robin bank scan and bank-by-bank refresh precharge). Where both simulators ran a config, we follow Ramulator 2, whose "
         "buffers bound what the scheduler sees in the way the spec's queue depths say; the *alternate* "
         "column replays with the other structure and compares it with the simulator that structure models "
         "(cycles, ACTs), or with the nearer reference where that simulator did not run the config.",

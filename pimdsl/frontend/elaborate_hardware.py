@@ -28,7 +28,7 @@ RULE_SCOPES = LEVELS + ("bank_pair",)
 # A channel's command buses: one shared bus, or HBM's separate row and column buses.
 COMMAND_BUSES = ("command", "row", "column")
 # Timing parameters the engine itself reads (beyond those that rules name).
-ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP")
+ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP", "tAAD", "tWCKPST")
 
 
 class HardwareBuilder:
@@ -338,7 +338,30 @@ class HardwareBuilder:
             queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
             command_queue_depth=r.integer("command_queue_depth", 8),
             pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"),
-            refresh_stagger=r.flag("refresh_stagger", False))
+            refresh_stagger=r.flag("refresh_stagger", False),
+            precharge_for=r.choice("precharge_for", ("oldest", "any"), "oldest"),
+            write_drain=r.choice("write_drain", ("watermark", "batch"), "watermark"),
+            write_drain_idle=r.integer("write_drain_idle", 8, minimum=0),
+            bank_arbitration=r.choice("bank_arbitration", ("oldest", "round_robin"), "oldest"),
+            refresh_precharge=r.choice("refresh_precharge", ("all_bank", "per_bank"), "all_bank"),
+            split_activate=r.flag("split_activate", False),
+            data_clock_sync=r.flag("data_clock_sync", False))
+        if out.write_drain == "batch" and out.queue_structure != "per_bank":
+            r.fail("write_drain = batch moves writes into per-bank command queues", "write_drain",
+                   "set queue_structure = per_bank, or write_drain = watermark")
+        act = next((c for c in part.commands if c.opens and c.scope == "bank" and c.row_buffer != "pim"), None)
+        if out.split_activate:
+            aad = part.timing_cycles.get("tAAD")
+            if act is None or act.bus_cycles != 2 or not aad:
+                r.fail(f"split_activate needs an ACT of bus_cycles = 2 and tAAD in {part.name}'s timing",
+                       "split_activate", "declare the two-part activate (LPDDR5 ACT-1/ACT-2) and its tAAD, "
+                       "or leave split_activate out")
+            elif aad >= min(part.timing_cycles.get("tRCD", aad + 1), part.timing_cycles.get("tRAS", aad + 1)):
+                # the second half then always issues before its row can be read or closed
+                r.fail(f"split_activate needs tAAD ({aad}) shorter than tRCD and tRAS", "split_activate")
+        if out.data_clock_sync and "tWCKPST" not in part.timing_cycles:
+            r.fail(f"data_clock_sync needs tWCKPST (the data clock's postamble) in {part.name}'s timing",
+                   "data_clock_sync")
         if out.refresh != "none" and out.refresh not in part.refresh_modes:
             r.fail(f"{part.name} has no {out.refresh} refresh (it has {', '.join(part.refresh_modes)})", "refresh",
                    "choose one of " + ", ".join(part.refresh_modes + ("none",)))

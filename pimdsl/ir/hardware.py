@@ -120,6 +120,26 @@ class Controller:
     pim_blocking: str             # how a single-row-buffer PIM unit shares its channels with reads
                                   # and writes: serial (PIM phases run alone) or channel (a mode switch
                                   # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
+    # which queued request may precharge a bank whose open row it misses: only the bank's oldest
+    # (`oldest`), or any (`any`: Ramulator 2's FRFCFS derives every request's next command)
+    precharge_for: str = field(default="oldest", metadata={"json": "omit_default"})
+    # per_bank: `watermark` (write_drain_high/low) or `batch` (DRAMsim3: a drain starts when the write
+    # queue is full or holds more than write_drain_idle writes while the command queues are empty, and
+    # moves exactly the writes queued at its start; outside a drain only reads move on)
+    write_drain: str = field(default="watermark", metadata={"json": "omit_default"})
+    write_drain_idle: int = field(default=8, metadata={"json": "omit_default"})
+    # among commands ready in the same cycle: the oldest request's (`oldest`), or the first bank after
+    # the one served last (`round_robin`, DRAMsim3's scan of its per-bank command queues)
+    bank_arbitration: str = field(default="oldest", metadata={"json": "omit_default"})
+    # how a refresh closes its banks: the rank's precharge-all command where the part has one
+    # (`all_bank`), or one PRE per open bank, first ready first (`per_bank`, DRAMsim3)
+    refresh_precharge: str = field(default="all_bank", metadata={"json": "omit_default"})
+    # a two-cycle ACT issues its second cycle (LPDDR5 ACT-2) in the first idle command cycle, at the
+    # latest tAAD after the first, and no other ACT issues meanwhile (Ramulator 2's LPDDR5 controller)
+    split_activate: bool = field(default=False, metadata={"json": "omit_default"})
+    # a RD/WR issued once the data clock has stopped (tWCKPST after the last burst) is preceded by a
+    # one-cycle sync command (LPDDR5 CAS with WCK2CK sync; Ramulator 2 wck_sync_mode need_sync)
+    data_clock_sync: bool = field(default=False, metadata={"json": "omit_default"})
     # the ordered-stream timer's refresh: every unit first due at tREFI (False), or staggered, unit k of
     # n first due at (k + 1) tREFI / n (True), as the request-level controller always does
     refresh_stagger: bool = field(default=False, metadata={"json": "omit_default"})

@@ -40,6 +40,18 @@ IDLE_TRACES = ("idle_seq", "idle_random")
 # Ramulator 2 scheduler names for ours
 RAMULATOR_SCHEDULER = {"frfcfs": "FRFCFS", "frfcfs_rowhit": "FRFCFS-RowHit", "fcfs": "FRFCFS"}
 
+# The two simulators' controller structures as `--set` overrides of a memory's controller ([REFDATA] dram
+# README Sec. 8.1, 8.4): what validation/run_dram.py's alternate column replays.
+STRUCTURES = {
+    "DRAMsim3-like": ["queue_structure=per_bank", "command_queue_depth=8", "scheduler=frfcfs_rowhit",
+                      "row_hit_cap=4", "write_drain=batch", "write_drain_high=1.0", "write_drain_idle=8",
+                      "bank_arbitration=round_robin", "refresh_precharge=per_bank", "precharge_for=oldest",
+                      "split_activate=false", "data_clock_sync=false"],
+    "Ramulator-like": ["queue_structure=transaction", "scheduler=frfcfs_rowhit", "row_hit_cap=0",
+                       "write_drain=watermark", "write_drain_high=0.8", "write_drain_low=0.2",
+                       "bank_arbitration=oldest", "refresh_precharge=all_bank"],
+}
+
 
 def reference_dir() -> Path:
     """The dataset: $PIMDSL_REFERENCE/dram, else validation/reference/dram of the checkout."""

@@ -20,8 +20,20 @@ Ramulator 2 ship them):
     is for (Ramulator 2 FRFCFS-RowHit).
   * read and write queues of bounded depth; writes drain once the write
     queue holds `write_drain_high` x depth or no read waits, and stop at
-    `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2;
-    DRAMsim3 drains a full buffer to empty: 1.0 / 0).
+    `write_drain_low` x depth when reads wait (Ramulator 2: 0.8 / 0.2).
+    `write_drain = batch` (per_bank; DRAMsim3 [DRAMSIM3] controller.cc
+    ScheduleTransaction): a drain starts when the write queue holds
+    `write_drain_high` x depth writes, or more than `write_drain_idle` while
+    the command queues are empty, and moves exactly the writes queued at its
+    start; outside a drain only reads move on, so up to `write_drain_idle`
+    writes may never issue at the end of a trace (DRAMsim3's stranded
+    writes, [REFDATA] dram README Sec. 2.1): the replay then ends.
+  * `bank_arbitration`: of the commands ready in one cycle, the oldest
+    request's (`oldest`), or the first in bank order after the bank served
+    last (`round_robin`: DRAMsim3 command_queue GetCommandToIssue).
+  * `refresh_precharge`: a refresh closes its rank with the part's
+    precharge-all command (`all_bank`), or bank by bank, the first ready
+    first (`per_bank`, DRAMsim3 channel_state GetReadyCommand).
   * page policy `open`, or `closed` (RDA/WRA when no queued request hits
     the row).
   * queue structure `transaction` (Ramulator 2 [RAMULATOR2] controller_base:
@@ -39,13 +51,42 @@ Ramulator 2 ship them):
   * refresh `none`, `all_bank` (each rank or pseudo-channel every tREFI,
     staggered; its banks are closed, then REF; other ranks go on), or
     `per_bank` (each bank every tREFI, staggered by tREFI / banks).
+  * `precharge_for`: `oldest` (a PRE only for the bank's oldest queued
+    request) or `any` (for its oldest request to another row: Ramulator 2's
+    FRFCFS derives the next command of every queued request, so a younger
+    request's ready PRE pre-empts an older row hit waiting out tCCD,
+    [RAMULATOR2] scheduler/frfcfs; [REFDATA] dram README Sec. 8.3).
+  * `split_activate`: a two-cycle ACT (LPDDR5 ACT-1, ACT-2 [JESD209-5])
+    holds the command bus for its first cycle; its second issues in the
+    first cycle nothing else is ready, at the latest tAAD after the first,
+    and no other ACT issues before it (Ramulator 2 lpddr_controller_base).
+    Its bank cannot be read or closed before it (tAAD < tRCD, tRAS).
+  * `data_clock_sync`: a RD/WR issued once the data clock has stopped
+    (tWCKPST after the end of the last burst) is preceded by a one-cycle sync
+    command (LPDDR5 CAS with WCK2CK sync), the column command following in
+    the next cycle; when that would pass a waiting ACT-2's deadline, the
+    ACT-2 issues instead (Ramulator 2 wck_sync_mode need_sync).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .state import DeviceState
-from .tables import BANK, ChannelTables, EngineError
+from .tables import BANK, ChannelTables, EngineError, find_roles
 
 NEVER = 1 << 62
+# decisions that issue no declared command: an ACT's second cycle, a data-clock sync
+SECOND_HALF, SYNC = -2, -3
+
+
+def request_tables(memory) -> ChannelTables:
+    """The tables the request controller runs on: with `split_activate`, ACT holds the command
+    bus for its first cycle only (the controller issues the second)."""
+    commands = memory.part.commands
+    if memory.controller.split_activate:
+        act = find_roles(commands).act
+        commands = tuple(replace(c, bus_cycles=1) if i == act else c for i, c in enumerate(commands))
+    return ChannelTables(memory, commands)
 
 
 class RequestLog:
@@ -89,6 +130,11 @@ class ChannelController:
         self.order = log.order
         self.moved = 0                            # per_bank: requests moved into command queues so far
         self.write_mode = False
+        self.batch = cfg.write_drain == "batch"
+        self.draining = 0                         # batch: writes left to move in this drain
+        self.round_robin = cfg.bank_arbitration == "round_robin"
+        self.last_bank = -1                       # round_robin: the bank served last
+        self.n_req = len(log.bank) + 1            # round_robin: bank distance weighs over any age
         self.per_bank = cfg.queue_structure == "per_bank"
         self.staged_reads: list[int] = []         # per_bank: waiting for a command-queue slot
         self.staged_writes: list[int] = []
@@ -97,6 +143,7 @@ class ChannelController:
         self.rowhit = cfg.scheduler == "frfcfs_rowhit"
         self.fcfs = cfg.scheduler == "fcfs"
         self.cap = cfg.row_hit_cap if self.rowhit else 0
+        self.any_miss = cfg.precharge_for == "any"
         # per bank, the next_at entries that bound each command there
         getters = tables.bank_checks
         self.act_checks = getters(r.act)
@@ -106,6 +153,13 @@ class ChannelController:
         self.rd_open_checks = getters(r.rd)
         self.wr_open_checks = getters(r.wr)
         self._setup_refresh()
+        self.aad = tables.timing["tAAD"] if cfg.split_activate else 0
+        self.act2 = None                  # (bank, deadline) of an ACT whose second cycle has not issued
+        self.sync = cfg.data_clock_sync
+        self.postamble = tables.timing.get("tWCKPST", 0)
+        self.write_latency = tables.memory.part.write_latency_cycles
+        self.clock_until = -1             # data_clock_sync: the data clock runs until this cycle
+        self.forced = None                # (command, bank, request) due the cycle after its sync
         self.decision = None              # cached (t, cmd, k, request)
         self.last_done = -1
 
@@ -143,7 +197,8 @@ class ChannelController:
         # Ramulator 2: refresh waits until no activated request needs a row it would close
         active = self.active
         prea = self.t.roles.prea
-        if prea is not None and level < BANK and self.t.target_level(prea) == level:
+        if (prea is not None and level < BANK and self.t.target_level(prea) == level
+                and self.cfg.refresh_precharge == "all_bank"):
             if active and any(b in active for b in open_banks):
                 return None
             return st.earliest(prea, k, now), prea, k
@@ -185,11 +240,25 @@ class ChannelController:
         queues.setdefault(b, []).append(req)
 
     def busy(self) -> bool:
-        return bool(self.n_reads or self.n_writes or self.active or self.staged_reads or self.staged_writes)
+        return bool(self.n_reads or self.n_writes or self.active or self.staged_reads
+                    or self.staged_writes and not self._stranded())
+
+    def _stranded(self) -> bool:
+        """batch: only staged writes are left, too few to start a drain (they never issue)."""
+        return (self.batch and not (self.n_reads or self.n_writes or self.staged_reads or self.draining)
+                and not self._drain_starts())
+
+    def _drain_starts(self) -> bool:
+        """batch: does a drain start now (full write queue, or enough writes and idle command queues)?"""
+        w = len(self.staged_writes)
+        return not self.draining and (w >= self.cfg.write_drain_high * self.cfg.write_queue_depth or
+                                      w > self.cfg.write_drain_idle and not (self.n_reads or self.n_writes))
 
     def _movable(self):
         """per_bank: the first staged request (of the drained queue) whose bank queue has room."""
-        if self.write_mode and self.staged_writes or not self.staged_reads:
+        if self.batch:
+            queue = self.staged_writes if self.draining or self._drain_starts() else self.staged_reads
+        elif self.write_mode and self.staged_writes or not self.staged_reads:
             queue = self.staged_writes
         else:
             queue = self.staged_reads
@@ -219,6 +288,10 @@ class ChannelController:
             found = self._movable()
             if found is not None:
                 queue, i = found
+                if self.batch and queue is self.staged_writes:
+                    if not self.draining:
+                        self.draining = len(queue)
+                    self.draining -= 1
                 req = queue.pop(i)
                 self.log.eligible[req] = t + 1
                 self.order[req] = self.moved
@@ -235,11 +308,28 @@ class ChannelController:
             return self.decision
         if self.units and self.next_due <= now:
             self._refresh_falls_due(now)
-        best = self._best(now)
+        best = self._next_command(now)
         if self.units and self.next_due <= (best[0] if best else NEVER):
             # a refresh falls due before anything issues: wake then (it changes what may issue)
             best = (self.next_due, None, None, None)
         self.decision = best
+        return best
+
+    def _next_command(self, now):
+        act2 = self.act2
+        if act2 is not None and now >= act2[1]:          # an ACT-2 at its deadline goes first
+            return (now, SECOND_HALF, act2[0], None)
+        if self.forced is not None:                      # the column command after its sync
+            cmd, b, req = self.forced
+            return (self.state.earliest(cmd, b, now), cmd, b, req)
+        best = self._best(now)
+        if act2 is not None and (best is None or best[0] > now):     # an idle command cycle
+            return (now, SECOND_HALF, act2[0], None)
+        if (self.sync and best is not None and best[3] is not None and best[0] >= self.clock_until
+                and best[1] not in (self.ACT, self.PRE)):
+            if act2 is not None and act2[1] <= best[0] + 1:
+                return (best[0], SECOND_HALF, act2[0], None)
+            return (best[0], SYNC, best[2], best[3], best[1])
         return best
 
     def _refresh_falls_due(self, now):
@@ -287,7 +377,7 @@ class ChannelController:
         at = self.state.next_at
         row_of, is_write, order, accepted = self.log.row, self.log.is_write, self.order, self.log.accepted
         open_row, blocked, eligible, active = self.open_row, self.blocked, self.eligible, self.active
-        mixed = self.per_bank
+        mixed, any_miss = self.per_bank, self.any_miss
         if self.fcfs:
             # (a refresh never holds back the active buffer: it waits for it)
             oldest = min((q[0] for b, q in queues.items() if not (blocked[b] and cls)), default=None,
@@ -301,10 +391,14 @@ class ChannelController:
             orow = open_row[b]
             first = q[0]
             if orow < 0:
+                if self.act2 is not None:        # no ACT before the previous one's second cycle
+                    continue
                 cands = ((self.ACT, first, self.act_checks[b]),)
             else:
-                # the first queued hit of each kind; a PRE is only ever for the bank's oldest request
+                # the first queued hit of each kind; a PRE is for the bank's oldest request, or with
+                # `precharge_for = any` for its oldest request to another row
                 rd_hit = wr_hit = None
+                miss = first if row_of[first] != orow else None
                 for r in q:
                     if row_of[r] == orow:
                         if is_write[r]:
@@ -312,9 +406,14 @@ class ChannelController:
                                 wr_hit = r
                         elif rd_hit is None:
                             rd_hit = r
-                        if not mixed or rd_hit is not None and wr_hit is not None:
+                        if ((not mixed or rd_hit is not None and wr_hit is not None)
+                                and (miss is not None or not any_miss)):
                             break
-                miss = first if row_of[first] != orow else None
+                    elif any_miss and miss is None:
+                        miss = r
+                        if (rd_hit is not None and wr_hit is not None
+                                or not mixed and (rd_hit is not None or wr_hit is not None)):
+                            break
                 cands = [self._column(q, hit, orow, b) for hit in (rd_hit, wr_hit) if hit is not None]
                 # its PRE: never while an activated request waits for the row (Ramulator 2); with
                 # frfcfs_rowhit not while a hit waits (DRAMsim3: any queued hit; Ramulator 2: a hit that
@@ -324,14 +423,17 @@ class ChannelController:
                         not cands or not self.rowhit or (self.cap and self.hits_since_act[b] >= self.cap)
                         or not mixed and accepted[cands[0][1]] > accepted[miss]):
                     cands.append((self.PRE, miss, self.pre_checks[b]))
+            # ties: the oldest request, or (round_robin) the first bank after the last served
+            ahead = (b - self.last_bank - 1 + self.t.banks) % self.t.banks * self.n_req if self.round_robin else 0
             for cmd, req, checks in cands:
                 t = now if now >= eligible[req] else eligible[req]
                 for idx in checks:
                     if at[idx] > t:
                         t = at[idx]
+                o = ahead + order[req]
                 if best is None or t < best[0] or t == best[0] and (cls < best[1] or cls == best[1]
-                                                                      and order[req] < best[2]):
-                    best = (t, cls, order[req], cmd, b, req)
+                                                                      and o < best[2]):
+                    best = (t, cls, o, cmd, b, req)
         return best
 
     def _column(self, q, hit, orow, b):
@@ -351,10 +453,16 @@ class ChannelController:
         return False
 
     def issue(self, decision) -> None:
-        t, cmd, k, req = decision
+        t, cmd, k, req = decision[:4]
         self.decision = None
         if cmd is None:                                   # a refresh timer
             self._refresh_falls_due(t)
+            return
+        if cmd == SECOND_HALF:
+            self.act2 = None
+            return
+        if cmd == SYNC:
+            self.forced = (decision[4], k, req)
             return
         self.state.issue(cmd, k, t)
         if self.record is not None:
@@ -364,7 +472,10 @@ class ChannelController:
             self._issued_refresh_step(cmd, k, t)
             return
         b = k
+        self.last_bank = b
         if cmd == self.ACT:
+            if self.aad:
+                self.act2 = (b, t + self.aad)
             self.open_row[b] = log.row[req]
             self.hits_since_act[b] = 0
             if log.first_cmd[req] is None:
@@ -380,6 +491,11 @@ class ChannelController:
                 log.first_cmd[req] = "conflict"
             return
         # a column command: the request leaves the controller
+        self.forced = None
+        if self.sync:
+            end = t + (self.write_latency if log.is_write[req] else self.read_latency) + self.postamble
+            if end > self.clock_until:
+                self.clock_until = end
         if log.first_cmd[req] is None:
             log.first_cmd[req] = "hit"
         self.hits_since_act[b] += 1

@@ -18,16 +18,20 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .controller import SECOND_HALF, SYNC
 from .tables import BANK, ChannelTables
 
 NEVER = 1 << 62
+TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
 (N_READS, N_WRITES, N_ACTIVE, WRITE_MODE, NEXT_DUE, MOVED, LAST_DONE,
- D_VALID, D_T, D_CMD, D_K, D_REQ, N_CS) = range(13)
+ D_VALID, D_T, D_CMD, D_K, D_REQ, D_AUX, ACT2_BANK, ACT2_DUE, CLOCK_UNTIL, F_CMD, F_K, F_REQ, DRAINING, LAST_BANK,
+ N_CS) = range(22)
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
- P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, N_P) = range(21)
+ P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, P_BATCH, P_IDLE,
+ P_RR, N_P) = range(29)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 
@@ -187,6 +191,10 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     n_rec = 0
     for c in range(n_ch):
         cs[c, LAST_DONE] = -1
+        cs[c, ACT2_BANK] = -1
+        cs[c, CLOCK_UNTIL] = -1
+        cs[c, F_CMD] = -1
+        cs[c, LAST_BANK] = -1
         nd = NEVER
         for u in range(n_units):
             due[c, u] = units[u, 3]
@@ -215,7 +223,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         if head >= n:
             idle = True
             for c in range(n_ch):
-                if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c] or slen[2 * c + 1]):
+                if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c]
+                        or slen[2 * c + 1] and not _stranded(P, F, cs, slen, c)):
                     idle = False
                     break
             if idle:
@@ -226,7 +235,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
                     eligible, order, accepted, row, is_write, bank, level, span, cands)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
-            if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
+            if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
             times[c] = t
             if t < t_next:
@@ -245,11 +254,17 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             for _ in range(1 << 30):
                 _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
                         eligible, order, accepted, row, is_write, bank, level, span, cands)
-                if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] < 0):
+                if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
                 _falls_due(P, units, cs, c, t, due, pending, blocked)
-            if cs[c, D_VALID] and cs[c, D_T] == t:
+            if cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == SECOND_HALF:
+                cs[c, D_VALID] = 0
+                cs[c, ACT2_BANK] = -1
+            elif cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == SYNC:
+                cs[c, D_VALID] = 0
+                cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ] = cs[c, D_AUX], cs[c, D_K], cs[c, D_REQ]
+            elif cs[c, D_VALID] and cs[c, D_T] == t:
                 cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
                 cs[c, D_VALID] = 0
                 _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
@@ -269,8 +284,12 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
                                     is_write, qhead, qtail, qlen, nxt, prv, where)
             if per_bank:
-                r = _movable(P, cs, shead, slen, nxt, in_bank, bank, c)
+                r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
+                    if P[P_BATCH] and is_write[r]:
+                        if not cs[c, DRAINING]:
+                            cs[c, DRAINING] = slen[2 * c + 1]
+                        cs[c, DRAINING] -= 1
                     _unlink(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[r] else 0), r)
                     eligible[r] = t + 1
                     order[r] = cs[c, MOVED]
@@ -319,9 +338,24 @@ def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
 
 
 @njit(cache=True)
-def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
+def _drain_starts(P, F, cs, slen, c):
+    w = slen[2 * c + 1]
+    return not cs[c, DRAINING] and (w >= F[1] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
+
+
+@njit(cache=True)
+def _stranded(P, F, cs, slen, c):
+    """batch: only staged writes are left, too few to start a drain (they never issue)."""
+    return (P[P_BATCH] and not (cs[c, N_READS] or cs[c, N_WRITES] or slen[2 * c] or cs[c, DRAINING])
+            and not _drain_starts(P, F, cs, slen, c))
+
+
+@njit(cache=True)
+def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
     """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
-    if cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
+    if P[P_BATCH]:
+        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, F, cs, slen, c) else shead[2 * c]
+    elif cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
         r = shead[2 * c + 1]
     else:
         r = shead[2 * c]
@@ -355,9 +389,48 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
-    nb, n_at = P[P_NB], P[P_NA]
-    base = c * n_at
+    base = c * P[P_NA]
+    act2 = cs[c, ACT2_BANK]
+    aux = -1
+    if act2 >= 0 and now >= cs[c, ACT2_DUE]:          # an ACT-2 at its deadline goes first
+        found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
+    elif cs[c, F_CMD] >= 0:                            # the column command after its sync
+        found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
+        bt = _earliest(T, next_at, base, bcmd, bk, now)
+    else:
+        found, bt, bcmd, bk, breq = _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
+                                          qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
+                                          cands)
+        if act2 >= 0 and (not found or bt > now):      # an idle command cycle
+            found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
+        elif (P[P_SYNC] and found and breq >= 0 and bt >= cs[c, CLOCK_UNTIL] and bcmd != P[P_ACT]
+              and bcmd != P[P_PRE]):
+            if act2 >= 0 and cs[c, ACT2_DUE] <= bt + 1:
+                bcmd, bk, breq = SECOND_HALF, act2, -1
+            else:
+                aux, bcmd = bcmd, SYNC
+    if n_units and cs[c, NEXT_DUE] <= (bt if found else NEVER):
+        found = True
+        bt, bcmd, bk, breq = cs[c, NEXT_DUE], TIMER, -1, -1
+    if found:
+        cs[c, D_VALID] = 1
+        cs[c, D_T] = bt
+        cs[c, D_CMD] = bcmd
+        cs[c, D_K] = bk
+        cs[c, D_REQ] = breq
+        cs[c, D_AUX] = aux
+    else:
+        cs[c, D_VALID] = 0
+
+
+@njit(cache=True, inline="always")
+def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
+          eligible, order, accepted, row, is_write, bank, cands):
+    """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
+    n_units = P[P_NU]
+    base = c * P[P_NA]
     per_bank = P[P_PER_BANK] != 0
+    no_act = cs[c, ACT2_BANK] >= 0
     # best candidate: (t, class, order, cmd, k, req)
     bt, bcls, bord, bcmd, bk, breq = NEVER, 0, 0, -1, -1, -1
     found = False
@@ -389,19 +462,9 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
             continue
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_of(
-            T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-            accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq)
-    if n_units and cs[c, NEXT_DUE] <= (bt if found else NEVER):
-        found = True
-        bt, bcmd, bk, breq = cs[c, NEXT_DUE], -1, -1, -1
-    if found:
-        cs[c, D_VALID] = 1
-        cs[c, D_T] = bt
-        cs[c, D_CMD] = bcmd
-        cs[c, D_K] = bk
-        cs[c, D_REQ] = breq
-    else:
-        cs[c, D_VALID] = 0
+            T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
+    return found, bt, bcmd, bk, breq
 
 
 @njit(cache=True)
@@ -434,10 +497,10 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 
 @njit(cache=True)
-def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-             accepted, row, is_write, bank, cands, found, bt, bcls, bord, bcmd, bk, breq):
+def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     nb = P[P_NB]
-    mixed = P[P_PER_BANK] != 0
+    mixed, any_miss = P[P_PER_BANK] != 0, P[P_ANY] != 0
     rowhit, cap = P[P_ROWHIT] != 0, P[P_CAP]
     only = -1
     if P[P_FCFS]:                       # only the oldest request
@@ -463,11 +526,14 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
         first = only if only >= 0 else qhead[q]
         nc = 0
         if orow < 0:
+            if no_act:                  # no ACT before the previous one's second cycle
+                continue
             cand_cmd[0] = P[P_ACT]
             cand_req[0] = first
             nc = 1
         else:
             rd_hit = wr_hit = -1
+            miss = first if row[first] != orow else -1
             r = first
             while r >= 0:
                 if row[r] == orow:
@@ -476,10 +542,13 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
                             wr_hit = r
                     elif rd_hit < 0:
                         rd_hit = r
-                    if not mixed or rd_hit >= 0 and wr_hit >= 0:
+                    if (not mixed or rd_hit >= 0 and wr_hit >= 0) and (miss >= 0 or not any_miss):
+                        break
+                elif any_miss and miss < 0:
+                    miss = r
+                    if rd_hit >= 0 and wr_hit >= 0 or not mixed and (rd_hit >= 0 or wr_hit >= 0):
                         break
                 r = -1 if only >= 0 else nxt[r]
-            miss = first if row[first] != orow else -1
             for hit in (rd_hit, wr_hit):
                 if hit >= 0:
                     cand_cmd[nc] = _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write)
@@ -491,11 +560,13 @@ def _best_of(T, P, c, kind, cls, now, next_at, base, open_row, hits, blocked, qh
                 cand_cmd[nc] = P[P_PRE]
                 cand_req[nc] = miss
                 nc += 1
+        # ties: the oldest request, or (round_robin) the first bank after the last served
+        ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
         for i in range(nc):
             req = cand_req[i]
             t = now if now >= eligible[req] else eligible[req]
             t = _earliest(T, next_at, base, cand_cmd[i], b, t)
-            o = order[req]
+            o = ahead + order[req]
             if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                 found = True
                 bt, bcls, bord, bcmd, bk, breq = t, cls, o, cand_cmd[i], b, req
@@ -526,7 +597,11 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 @njit(cache=True)
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
                     qhead, qtail, qlen, nxt, prv, where):
+    cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
+        if P[P_AAD]:
+            cs[c, ACT2_BANK] = b
+            cs[c, ACT2_DUE] = t + P[P_AAD]
         open_row[c, b] = row[req]
         hits[c, b] = 0
         if first_cmd[req] == 0:
@@ -544,6 +619,11 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         return
     if first_cmd[req] == 0:
         first_cmd[req] = HIT
+    cs[c, F_CMD] = -1
+    if P[P_SYNC]:
+        end = t + (P[P_WL] if is_write[req] else P[P_RL]) + P[P_POST]
+        if end > cs[c, CLOCK_UNTIL]:
+            cs[c, CLOCK_UNTIL] = end
     hits[c, b] += 1
     _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
     d = t if is_write[req] else t + P[P_RL]
@@ -597,12 +677,17 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_RL] = tables.read_latency
     P[P_NA] = tables.n_nodes * tables.n_cmds
     P[P_NW] = len(tables.window_slots)
+    P[P_ANY], P[P_AAD], P[P_SYNC] = probe.any_miss, probe.aad, probe.sync
+    P[P_WL], P[P_POST] = probe.write_latency, probe.postamble
+    P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
+    P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
     # the drain thresholds exactly as the reference computes them
     F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
-        prea_ok = prea is not None and level < BANK and tables.target_level(prea) == level
+        prea_ok = (prea is not None and level < BANK and tables.target_level(prea) == level
+                   and cfg.refresh_precharge == "all_bank")
         units[u] = (cmd, level, k, first_due, interval, banks[0], banks[-1] + 1, prea_ok)
     P[P_NU] = len(probe.units)
     args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ...ir.hardware import Memory
-from .controller import ChannelController, RequestLog
+from .controller import ChannelController, RequestLog, request_tables
 from .tables import ChannelTables
 from .traces import Trace
 
@@ -139,7 +139,7 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
             engine: str = "python") -> ReplayResult:
     if engine == "compiled":
         return _replay_compiled(memory, trace, n_ch, record_commands)
-    tables = ChannelTables(memory)
+    tables = request_tables(memory)
     log = RequestLog(trace.bank, trace.row, trace.is_write)
     records = [[] if record_commands else None for _ in range(n_ch)]
     ctrls = [ChannelController(tables, log, records[ch]) for ch in range(n_ch)]
@@ -190,7 +190,7 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
 def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
     """The same replay through the compiled core (dram_core)."""
     from . import core as dram_core
-    tables = ChannelTables(memory)
+    tables = request_tables(memory)
     accepted, done, first_cmd, issued, last_done, recs = dram_core.run(
         tables, trace.arrival, trace.channel, trace.is_write, trace.bank, trace.row, n_ch, record_commands)
     is_write = np.asarray(trace.is_write, bool)
