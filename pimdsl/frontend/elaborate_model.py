@@ -60,6 +60,14 @@ class ModelBuilder:
         gated = r.flag("gated_ffn", imported.get("gated_ffn", False))
         tied = r.flag("tied_embeddings", imported.get("tied_embeddings", False))
         dtype = r.choice("dtype", DTYPES, imported.get("dtype", "fp16"))
+        parallel = r.flag("parallel_attention", imported.get("parallel_attention", False))
+        norms = r.integer("parallel_norms", imported.get("parallel_norms", 1))
+        if norms not in (1, 2):
+            r.fail(f"parallel_norms = {norms}: a parallel block has 1 or 2 norms", "parallel_norms",
+                   "1: attention and FFN share the norm (GPT-J); 2: one norm per branch (GPT-NeoX)")
+        elif norms == 2 and r.has("parallel_norms") and not parallel:
+            r.fail("parallel_norms is set but parallel_attention is false", "parallel_norms",
+                   "set `parallel_attention = true;`, or drop parallel_norms")
         params = self.parameter_count(layers or 0, hidden or 0, heads or 0, kv_heads or 0, head_dim or 0,
                                       ffn or 0, vocab or 0, gated, tied)
         model = Model(
@@ -70,7 +78,7 @@ class ModelBuilder:
             gated_ffn=gated, norm=r.choice("norm", ("layernorm", "rmsnorm"), imported.get("norm", "layernorm")),
             tied_embeddings=tied, dtype=dtype, parameters=params,
             weight_bytes=int(params * DTYPE_BYTES[dtype or "fp16"]), tensors=(), ops=(), params={},
-            span=node.span)
+            span=node.span, parallel_attention=parallel, parallel_norms=norms if norms in (1, 2) else 1)
         r.finish()
         return model
 

@@ -4,7 +4,9 @@ Covers the field-name variants of the families pimdsl ships: Llama/Mistral
 (`num_key_value_heads`, optional `head_dim`), GPT-2 (`n_embd`, `n_layer`,
 `n_head`, `n_inner`), GPT-J (`n_positions`, `rotary_dim`), OPT
 (`ffn_dim`, `word_embed_proj_dim`), Falcon (`n_head_kv`, `multi_query`),
-BERT and ViT (`intermediate_size`, encoder-only).
+BERT and ViT (`intermediate_size`, encoder-only). Parallel attention blocks: GPT-J
+(always), Falcon (`parallel_attn`; two norms with `new_decoder_architecture` unless
+`num_ln_in_parallel_attn` says otherwise), GPT-NeoX (`use_parallel_residual`, two norms).
 """
 from __future__ import annotations
 
@@ -82,7 +84,22 @@ def model_fields(cfg: dict) -> dict:
         out["max_seq_len"] = (int(cfg["image_size"]) // int(cfg["patch_size"])) ** 2 + 1
     if cfg.get("head_dim") is not None:
         out["head_dim"] = cfg["head_dim"]
+    out.update(_parallel_block(cfg, model_type))
     dtype = DTYPE_NAMES.get(str(cfg.get("torch_dtype", cfg.get("dtype", ""))))
     if dtype:
         out["dtype"] = dtype
     return out
+
+
+def _parallel_block(cfg: dict, model_type: str) -> dict:
+    """Whether attention and the MLP read the same input (HF GPTJBlock, FalconDecoderLayer with
+    `parallel_attn`, GPTNeoXLayer with `use_parallel_residual`), and how many norms that input has."""
+    if model_type == "gptj":
+        return {"parallel_attention": True, "parallel_norms": 1}         # one ln_1 feeds both
+    two = bool(cfg.get("new_decoder_architecture"))     # Falcon's new block is parallel whatever parallel_attn says
+    if model_type in ("falcon", "refinedweb", "refinedwebmodel") and (two or cfg.get("parallel_attn", True)):
+        norms = cfg.get("num_ln_in_parallel_attn") or (2 if two else 1)   # ln_attn and ln_mlp
+        return {"parallel_attention": True, "parallel_norms": int(norms)}
+    if model_type == "gpt_neox" and cfg.get("use_parallel_residual", True):
+        return {"parallel_attention": True, "parallel_norms": 2}         # input_ and post_attention_layernorm
+    return {}

@@ -13,6 +13,10 @@ Data flow of a decoder layer (pre-norm, as Llama, GPT-2/3/J, OPT, Falcon):
       -> norm_ffn -> gate and up projections (gated FFN) or up -> activation (x up)
       -> down projection -> residual_ffn
 
+A parallel block (`parallel_attention`: GPT-J, Falcon, GPT-NeoX) feeds the FFN from norm_attn
+(or from its own norm_ffn of x when `parallel_norms = 2`) and ends in one `residual` add of x,
+the attention output and the FFN output, so the FFN does not depend on attention.
+
 then `norm_final` and `lm_head` (logits of the last token of each request
 only, as generation needs). Nodes are named `L{i}.{name}` inside layers.
 
@@ -129,7 +133,8 @@ class _TransformerStep:
 
     def _elementwise(self, name, kind, layer, rows, n, *preds):
         return self._add(Op(name, kind, "elementwise", layer, self.m.dtype, {"m": rows, "n": n},
-                            flops=float(rows * n), read_bytes=len(preds) * rows * n * self.b,
+                            flops=float(max(1, len(preds) - 1) * rows * n),   # n inputs: n - 1 operations
+                            read_bytes=len(preds) * rows * n * self.b,
                             write_bytes=rows * n * self.b), *preds)
 
     def _layer(self, i: int, x: str) -> str:
@@ -146,8 +151,18 @@ class _TransformerStep:
                           read_bytes=2 * rows * kv_width * b, write_bytes=2 * rows * kv_width * b), k, v)
         score, context = self._attention(i, q, kv)
         o = self._linear(p + "o_proj", "o", i, context, rows, q_width, m.hidden, p + "o_proj")
+        if m.parallel_attention:
+            # the FFN reads the layer input's norm, not the attention's residual: one add of both
+            h = h if m.parallel_norms == 1 else self._norm(p + "norm_ffn", i, x, rows)
+            return self._elementwise(p + "residual", "add", i, rows, m.hidden, x, o, self._ffn(i, h))
         x = self._elementwise(p + "residual_attn", "add", i, rows, m.hidden, x, o)
         h = self._norm(p + "norm_ffn", i, x, rows)
+        return self._elementwise(p + "residual_ffn", "add", i, rows, m.hidden, x, self._ffn(i, h))
+
+    def _ffn(self, i: int, h: str) -> str:
+        """Up (and gate) projections, activation (and gate product), down projection of `h`."""
+        m, rows, b = self.m, self.rows, self.b
+        p = f"L{i}."
         up = self._linear(p + "up_proj", "ffn", i, h, rows, m.hidden, m.ffn, p + "up_proj")
         act_flops = ACTIVATION_FLOPS.get(m.activation, 8)
         if m.gated_ffn:
@@ -160,8 +175,7 @@ class _TransformerStep:
             up = self._add(Op(p + "act", "activation", "elementwise", i, m.dtype, {"m": rows, "n": m.ffn},
                               flops=float(act_flops * rows * m.ffn), read_bytes=rows * m.ffn * b,
                               write_bytes=rows * m.ffn * b), up)
-        down = self._linear(p + "down_proj", "ffn", i, up, rows, m.ffn, m.hidden, p + "down_proj")
-        return self._elementwise(p + "residual_ffn", "add", i, rows, m.hidden, x, down)
+        return self._linear(p + "down_proj", "ffn", i, up, rows, m.ffn, m.hidden, p + "down_proj")
 
     def _attention(self, i, q, kv):
         """Score and context over each request's keys: its cache plus (causally) its new tokens."""

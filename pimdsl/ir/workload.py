@@ -52,6 +52,10 @@ class Model:
     ops: tuple[OpDecl, ...]
     params: dict[str, float]            # graph models' named dimensions
     span: Span = field(compare=False, repr=False)
+    # attention and FFN read the same layer input and both add to the residual (GPT-J, Falcon,
+    # GPT-NeoX); `parallel_norms` is how many norms that input has (1: shared, 2: one per branch)
+    parallel_attention: bool = field(default=False, metadata={"json": "omit_default"})
+    parallel_norms: int = field(default=1, metadata={"json": "omit_default"})
 
 
 # what a mapping's `data { ... }` block places: the weights host ops read (PIM ops read theirs in

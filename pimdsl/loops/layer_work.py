@@ -11,6 +11,10 @@ linears, [NEUPIMS] Sec. 7.2):
     proj  from there to the first residual add (output projection, residual)
     ffn   the rest (norm, up and gate projections, activation, gate product, down, residual)
 
+In a parallel block (`Model.parallel_attention`) the FFN does not depend on attention: `proj` is
+the output projection alone and `ffn` starts at the first op that attention does not reach; the
+block's one residual add (of both branches) closes `ffn`. The chain still runs them in turn.
+
 Sibling linears that read one activation (Q, K and V; gate and up) are one GEMM of their summed
 width that reads the activation once, as a fused projection does on the NPU.
 """
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Sequence
+
+import networkx as nx
 
 from ..graph.build import Op, build_graph
 from ..ir.workload import Model
@@ -36,14 +42,19 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
     out: dict[str, list[Op]] = {s: [] for s in SEGMENTS}
     fused: dict[tuple, int] = {}              # (segment, inputs) -> index of the fused linear
     segment = "qkv"
+    after_attention: set[str] = set()
     for name in g.nodes:                      # insertion order is data-flow order
         op = g.nodes[name]["op"]
         if op.layer != 0:
             continue
         if op.kind in ATTENTION_KINDS:
+            if segment != "mha":
+                after_attention = nx.descendants(g, name)
             segment = "mha"
         elif segment == "mha":
             segment = "proj"
+        if segment == "proj" and name not in after_attention:
+            segment = "ffn"                   # a parallel block's FFN branch
         key = (segment, tuple(g.predecessors(name)))
         if op.kind in LINEAR_KINDS and key in fused:
             ops = out[segment]
