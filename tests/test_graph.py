@@ -1,6 +1,7 @@
 """Op graphs of one model step: structure, shapes, FLOPs and bytes against hand counts."""
 from __future__ import annotations
 
+import dataclasses
 import glob
 import json
 
@@ -121,3 +122,56 @@ def test_exports(tiny):
     assert dot.startswith('digraph "tiny decode" {')
     assert '"L0.q_proj" [label="L0.q_proj\\ngemv k=32 m=1 n=32\\n2.05e-06 GFLOP"];' in dot
     assert '"L0.norm_attn" -> "L0.q_proj" [label="64 B"];' in dot
+
+
+PARALLEL = """
+model par {
+  architecture = decoder;
+  layers = 2; hidden = 32; heads = 4; head_dim = 8; ffn = 128; vocab = 100;
+  activation = gelu; norm = layernorm; dtype = fp16; parallel_attention = true;
+}
+"""
+
+
+@pytest.mark.parametrize("norms", [1, 2])
+def test_parallel_attention_block(elaborate, norms):
+    spec, diags = elaborate(PARALLEL.replace("parallel_attention = true;",
+                                             f"parallel_attention = true; parallel_norms = {norms};"))
+    assert spec is not None, diags.render_all()
+    par = spec.models["par"]
+    seq = dataclasses.replace(par, parallel_attention=False)
+    g, s = build_graph(par, "prefill", tokens=3), build_graph(seq, "prefill", tokens=3)
+    # the FFN is not reachable from attention, and reads the layer input's norm
+    assert not nx.has_path(g, "L0.attn_score", "L0.up_proj") and nx.has_path(s, "L0.attn_score", "L0.up_proj")
+    ffn_norm = "L0.norm_attn" if norms == 1 else "L0.norm_ffn"
+    assert list(g.predecessors("L0.up_proj")) == [ffn_norm]
+    if norms == 2:
+        assert list(g.predecessors("L0.norm_ffn")) == ["embedding"]      # x, not the attention residual
+    # one residual add per layer, of x, attention and FFN: 2 additions per element
+    assert "L0.residual_attn" not in g and "L0.residual_ffn" not in g
+    assert set(g.predecessors("L1.residual")) == {"L0.residual", "L1.o_proj", "L1.down_proj"}
+    add = g.nodes["L0.residual"]["op"]
+    rows, h = 3, 32
+    assert (add.flops, add.read_bytes, add.write_bytes) == (2 * rows * h, 3 * rows * h * 2, rows * h * 2)
+    # hand count of the difference per layer: a sequential block has two adds (rows*h each) and two
+    # norms (8 rows*h each, LayerNorm); the parallel one has one add of 2 rows*h and `norms` norms
+    diff = totals(s)["flops"] - totals(g)["flops"]
+    assert diff == 2 * ((2 * rows * h - 2 * rows * h) + (2 - norms) * 8 * rows * h)
+    assert len(s) - len(g) == 2 * (1 + 2 - norms)
+    # the weights and linear FLOPs are those of the sequential block
+    linear = lambda gr: sum(d["op"].flops for _, d in gr.nodes(data=True) if d["op"].kind in ("gemm", "gemv"))
+    assert linear(g) == linear(s) and totals(g)["weight_elements"] == totals(s)["weight_elements"]
+
+
+def test_bundled_parallel_models():
+    assert {n for n, m in MODELS.items() if m.parallel_attention} == {"gpt_j_6b", "falcon_40b"}
+    assert (MODELS["gpt_j_6b"].parallel_norms, MODELS["falcon_40b"].parallel_norms) == (1, 2)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("parallel_norms = 3;", "1 or 2 norms"),
+    ("parallel_attention = false; parallel_norms = 2;", "parallel_attention is false"),
+])
+def test_parallel_norms_checked(elaborate, text, message):
+    spec, diags = elaborate(PARALLEL.replace("parallel_attention = true;", text))
+    assert message in diags.render_all()

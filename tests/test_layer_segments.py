@@ -403,3 +403,28 @@ def test_many_layers_agree_with_the_segment_by_segment_schedule(costs):
     exact, _ = _recorded(chains, 32)
     assert schedule_chains(chains, 32) == pytest.approx(exact, rel=1e-9)
     assert math.isfinite(exact) and exact > 0
+
+
+@pytest.mark.parametrize("norms", [1, 2])
+def test_a_parallel_block_cuts_its_ffn_branch_and_serves(norms):
+    """The FFN branch is its own segment (not under proj), every op of the layer is in one segment,
+    one all-reduce per layer; the serving loop runs such a model."""
+    from pimdsl.loops.layer_work import layer_segments
+    par = ["gpt3_7b.parallel_attention=true", f"gpt3_7b.parallel_norms={norms}"]
+    seq_sys, par_sys = _system("neupims_gpt3_7b"), _system("neupims_gpt3_7b", par)
+    work = layer_segments(par_sys.model, "decode", [10, 20])
+    names = {s: [op.name for op in ops] for s, ops in work.items()}
+    assert names["proj"] == ["L0.o_proj"]
+    assert names["ffn"][-1] == "L0.residual" and ("L0.norm_ffn" in names["ffn"]) == (norms == 2)
+    assert names["qkv"][0] == "L0.norm_attn" and "L0.norm_attn" not in names["ffn"]
+    g = build_graph(dataclasses.replace(par_sys.model, layers=1), "decode", batch=2, context=[10, 20])
+    layer_ops = [n for n in g if n.startswith("L0.")]
+    fused = {n for ops in names.values() for op in ops for n in op.split("+")}
+    assert fused == set(layer_ops)
+    assert sum(op.flops for ops in work.values() for op in ops) == sum(g.nodes[n]["op"].flops for n in layer_ops)
+    a, b = (DeviceCosts(s, SERVING_STRATEGIES["npu_pim_drb_gmlbp"]) for s in (seq_sys, par_sys))
+    sa, sb = a.layer(SEQS, CHANS), b.layer(SEQS, CHANS)
+    assert sa[3].seconds > 0 and sb[3].seconds == 0 and sb[5].seconds == sa[5].seconds   # ar1 folds into ar2
+    small = ["workload.batch=8", "workload.requests=16", "workload.dataset=alpaca"]
+    report = simulate(_system("neupims_gpt3_7b", [*small, *par])).report
+    assert report["requests"] == 16 and report["tokens_per_s"] > 0

@@ -110,3 +110,24 @@ def test_pimc_execute_refuses_a_step_loop_system(spec_file, capsys):
     path = spec_file(_spec("gpt").replace("loop = pipelined_loading;", ""))
     assert main(["execute", str(path)]) == 1
     assert "cannot be executed for real" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("norms", [1, 2])
+def test_parallel_block_sums_both_branches_of_the_layer_input(tiny, norms):
+    """x + attention(ln1 x) + FFN(ln x): each branch alone equals the sequential layer with the
+    other branch zeroed (and, with one shared norm, ln2 set to ln1)."""
+    import dataclasses
+    seq, blobs, folder = tiny("gpt")
+    par = dataclasses.replace(seq, parallel_attention=True, parallel_norms=norms)
+    w = weight_files.read(folder / "layer_00.safetensors")
+    x = np.random.default_rng(0).standard_normal((4, seq.hidden)).astype(np.float32)
+    zero = lambda names: {**w, **{n: np.zeros_like(w[n]) for n in names}}
+    shared = {**w, "ln2_g": w["ln1_g"], "ln2_b": w["ln1_b"]} if norms == 1 else w
+    no_ffn, no_attn = zero(("w2", "b2")), zero(("wo", "bo"))
+    assert np.array_equal(nf.layer(x, no_ffn, par, None, 0), nf.layer(x, no_ffn, seq, None, 0))
+    assert np.allclose(nf.layer(x, no_attn, par, None, 0), nf.layer(x, {**shared, "wo": no_attn["wo"],
+                       "bo": no_attn["bo"]}, seq, None, 0), rtol=1e-6, atol=1e-6)
+    both = nf.layer(x, w, par, None, 0)
+    assert np.allclose(both, nf.layer(x, no_ffn, par, None, 0) + nf.layer(x, no_attn, par, None, 0) - x,
+                       rtol=1e-5, atol=1e-5)
+    assert not np.allclose(both, nf.layer(x, w, seq, None, 0))

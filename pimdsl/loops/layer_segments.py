@@ -14,6 +14,9 @@ segments (`layer_work.py`), each on one resource:
     ffn  (npu)   norm, FFN up (and gate, fused), activation (and gate product), FFN down, residual
     ar2  (link)  ring all-reduce of the FFN output
 
+A parallel block (`Model.parallel_attention`) sums its two branches' partial outputs before one
+all-reduce (as Megatron-style GPT-J/NeoX code does): its `ar1` costs nothing.
+
 Without PIM (npu_only, gpu_only) `mha` runs on the processor: K.q, softmax and s.V read the KV
 cache at the processor's bandwidth. Host kernels are timed by `interpreter/host/models.py` (the
 systolic model of the NPU, the roofline of the GPU); PIM tiles by the DRAM engine
@@ -361,8 +364,8 @@ class DeviceCosts:
             mha = Segment("mha", "pim", mha_s, pim_busy_s=float(loads.sum()))
         else:
             mha = self._merge("mha", "npu", [self._op(op) for op in work["mha"]])
-        return [on_npu["qkv"], mha, on_npu["proj"], self._allreduce("ar1", bsz), on_npu["ffn"],
-                self._allreduce("ar2", bsz)]
+        ar1 = Segment("ar1", "link", 0.0) if self.shard.parallel_attention else self._allreduce("ar1", bsz)
+        return [on_npu["qkv"], mha, on_npu["proj"], ar1, on_npu["ffn"], self._allreduce("ar2", bsz)]
 
     def prefill_seconds(self, tokens: int) -> float:
         """One request's summarisation of `tokens` prompt tokens through every layer: on
@@ -373,7 +376,7 @@ class DeviceCosts:
         if tokens not in self._prefill:
             work = layer_segments(self.shard, "prefill", [0], tokens)
             layer = (sum(self._op(op).seconds for ops in work.values() for op in ops)
-                     + 2 * self._allreduce("ar", tokens).seconds)
+                     + (1 if self.shard.parallel_attention else 2) * self._allreduce("ar", tokens).seconds)
             self._prefill[tokens] = self.pp * self.layers * layer + (self.pp - 1) * self.pipeline_send(tokens)
         return self._prefill[tokens]
 

@@ -1,6 +1,7 @@
 """A transformer forward pass in numpy, one layer at a time, for the real executor.
 
-Pre-norm layers (norm, attention, residual; norm, FFN, residual) over the blobs of layer_blobs.py,
+Pre-norm layers (norm, attention, residual; norm, FFN, residual; or, for a parallel block,
+x + attention(norm(x)) + FFN(norm(x)), with ln2 as the FFN's norm when it has two) over the blobs of layer_blobs.py,
 computed in fp32 (fp16 weights are upcast one layer at a time). A decoder keeps a KV cache and
 generates greedily, one pass per token; an encoder runs one pass with full attention. The same
 functions serve the plain forward and the pipelined executor, so their outputs are bit-identical.
@@ -51,12 +52,16 @@ def layer(x, w: dict, model: Model, cache: dict | None, offset: int):
         if "k" in cache:
             k, v = np.concatenate([cache["k"], k]), np.concatenate([cache["v"], v])
         cache["k"], cache["v"] = k, v
-    x = x + attention(q, k, v, model, cache is not None, offset) @ w["wo"] + w["bo"]
-    h = layer_norm(x, w["ln2_g"], w["ln2_b"])
+    attended = attention(q, k, v, model, cache is not None, offset) @ w["wo"] + w["bo"]
+    if not model.parallel_attention:
+        x = x + attended
+    if not model.parallel_attention or model.parallel_norms == 2:
+        h = layer_norm(x, w["ln2_g"], w["ln2_b"])
     a = ACTIVATIONS[model.activation](h @ w["w1"] + w["b1"])
     if "w3" in w:
         a = a * (h @ w["w3"])
-    return x + a @ w["w2"] + w["b2"]
+    out = x + a @ w["w2"] + w["b2"]
+    return out + attended if model.parallel_attention else out
 
 
 def embed(inputs, emb: dict, offset: int):
