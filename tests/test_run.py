@@ -143,3 +143,25 @@ def test_pimc_run_in_a_subprocess_prints_only_json():
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["pim_cycles"] > 0
+
+
+def test_the_step_loop_overlaps_a_parallel_blocks_ffn_with_attention():
+    """Decode of one layer on the phone: with parallel attention the FFN (on PIM) starts before
+    attention (on the CPU) ends; sequentially it waits for the residual. The run drops the FFN
+    norm and one residual add's time."""
+    from pimdsl.interpreter.schedule import schedule
+    from pimdsl.loops.step_run import OpTimer, compile_step
+    overrides = ["llama3_2_1b.layers=1", "llama3_2_1b.vocab=1024", "workload.input_len=4", "workload.output_len=2"]
+    runs, starts = {}, {}
+    for parallel in ("false", "true"):
+        spec, diags = load_spec(PHONE, [*overrides, f"llama3_2_1b.parallel_attention={parallel}"])
+        assert spec is not None, diags.render_all()
+        system = spec.systems["pim_sherpa_llama3_2_1b"]
+        timer = OpTimer(system, fast=True)
+        step = schedule(compile_step(system, "decode", 1, 1, 4), lambda attrs: timer.seconds(attrs["lowered"]))
+        at = {i.name: i for i in step.intervals}
+        starts[parallel] = (at["L0.up_proj"].start_s, at["L0.attn_context"].end_s)
+        runs[parallel] = run_system(system).report
+    assert starts["true"][0] < starts["true"][1] and starts["false"][0] > starts["false"][1]
+    assert runs["true"]["tpot_s"] < runs["false"]["tpot_s"]
+    assert runs["true"]["pim"]["ops"] == runs["false"]["pim"]["ops"]        # the same linears on PIM

@@ -15,7 +15,8 @@ Data flow of a decoder layer (pre-norm, as Llama, GPT-2/3/J, OPT, Falcon):
 
 A parallel block (`parallel_attention`: GPT-J, Falcon, GPT-NeoX) feeds the FFN from norm_attn
 (or from its own norm_ffn of x when `parallel_norms = 2`) and ends in one `residual` add of x,
-the attention output and the FFN output, so the FFN does not depend on attention.
+the attention output and the FFN output, so the FFN does not depend on attention. Its FFN ops
+are inserted after the Q/K/V projections (node order is the tie-break of the program order).
 
 then `norm_final` and `lm_head` (logits of the last token of each request
 only, as generation needs). Nodes are named `L{i}.{name}` inside layers.
@@ -145,16 +146,18 @@ class _TransformerStep:
         q = self._linear(p + "q_proj", "qkv", i, h, rows, m.hidden, q_width, p + "q_proj")
         k = self._linear(p + "k_proj", "qkv", i, h, rows, m.hidden, kv_width, p + "k_proj")
         v = self._linear(p + "v_proj", "qkv", i, h, rows, m.hidden, kv_width, p + "v_proj")
+        if m.parallel_attention:
+            # the FFN reads the layer input's norm, not the attention's residual; built before the
+            # attention ops so that the in-order list schedule runs it beside them on another unit
+            ffn = self._ffn(i, h if m.parallel_norms == 1 else self._norm(p + "norm_ffn", i, x, rows))
         kv = self._add(Op(p + "kv_append", "kv_append", "kv_cache", i, m.dtype,
                           {"requests": self.batch, "tokens": self.tokens, "kv_heads": m.kv_heads,
                            "head_dim": m.head_dim},
                           read_bytes=2 * rows * kv_width * b, write_bytes=2 * rows * kv_width * b), k, v)
         score, context = self._attention(i, q, kv)
         o = self._linear(p + "o_proj", "o", i, context, rows, q_width, m.hidden, p + "o_proj")
-        if m.parallel_attention:
-            # the FFN reads the layer input's norm, not the attention's residual: one add of both
-            h = h if m.parallel_norms == 1 else self._norm(p + "norm_ffn", i, x, rows)
-            return self._elementwise(p + "residual", "add", i, rows, m.hidden, x, o, self._ffn(i, h))
+        if m.parallel_attention:          # one add of both branches
+            return self._elementwise(p + "residual", "add", i, rows, m.hidden, x, o, ffn)
         x = self._elementwise(p + "residual_attn", "add", i, rows, m.hidden, x, o)
         h = self._norm(p + "norm_ffn", i, x, rows)
         return self._elementwise(p + "residual_ffn", "add", i, rows, m.hidden, x, self._ffn(i, h))

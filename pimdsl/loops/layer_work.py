@@ -11,9 +11,10 @@ linears, [NEUPIMS] Sec. 7.2):
     proj  from there to the first residual add (output projection, residual)
     ffn   the rest (norm, up and gate projections, activation, gate product, down, residual)
 
-In a parallel block (`Model.parallel_attention`) the FFN does not depend on attention: `proj` is
-the output projection alone and `ffn` starts at the first op that attention does not reach; the
-block's one residual add (of both branches) closes `ffn`. The chain still runs them in turn.
+Segments follow data flow: ops attention depends on are `qkv`, ops it reaches are `proj` up to
+the first add and `ffn` after it. In a parallel block (`Model.parallel_attention`) the FFN branch
+neither feeds nor follows attention: it is `ffn`, with the block's one residual add (of both
+branches), and `proj` is the output projection alone. The chain still runs them in turn.
 
 Sibling linears that read one activation (Q, K and V; gate and up) are one GEMM of their summed
 width that reads the activation once, as a fused projection does on the NPU.
@@ -41,20 +42,26 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
     g = build_graph(one, phase, batch=len(contexts), tokens=tokens, context=list(contexts))
     out: dict[str, list[Op]] = {s: [] for s in SEGMENTS}
     fused: dict[tuple, int] = {}              # (segment, inputs) -> index of the fused linear
-    segment = "qkv"
-    after_attention: set[str] = set()
-    for name in g.nodes:                      # insertion order is data-flow order
+    layer = [n for n in g.nodes if g.nodes[n]["op"].layer == 0]     # insertion order: data-flow order
+    attention = [n for n in layer if g.nodes[n]["op"].kind in ATTENTION_KINDS]
+    before = set().union(*(nx.ancestors(g, n) for n in attention))
+    after = set().union(*(nx.descendants(g, n) for n in attention))
+    branch = [n for n in layer if n not in before and n not in after and n not in attention]
+    joined = set(branch).union(*(nx.descendants(g, n) for n in branch))     # a parallel FFN and its sum
+    proj_open = True                          # proj runs up to the first residual add after attention
+    for name in layer:
         op = g.nodes[name]["op"]
-        if op.layer != 0:
-            continue
         if op.kind in ATTENTION_KINDS:
-            if segment != "mha":
-                after_attention = nx.descendants(g, name)
             segment = "mha"
-        elif segment == "mha":
+        elif name in before:
+            segment = "qkv"
+        elif name in joined:
+            segment = "ffn"
+        elif proj_open:
             segment = "proj"
-        if segment == "proj" and name not in after_attention:
-            segment = "ffn"                   # a parallel block's FFN branch
+            proj_open = op.kind != "add"
+        else:
+            segment = "ffn"
         key = (segment, tuple(g.predecessors(name)))
         if op.kind in LINEAR_KINDS and key in fused:
             ops = out[segment]
@@ -63,8 +70,6 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
             if op.kind in LINEAR_KINDS:
                 fused[key] = len(out[segment])
             out[segment].append(op)
-        if segment == "proj" and op.kind == "add":
-            segment = "ffn"
     return out
 
 
