@@ -316,3 +316,25 @@ def test_untied_by_default_families_and_vit_sequence_length():
     assert model_fields({**base, "model_type": "opt"})["tied_embeddings"] is True
     vit = {**base, "model_type": "vit", "image_size": 224, "patch_size": 16}
     assert model_fields(vit)["max_seq_len"] == 197
+
+
+def test_parallel_attention_is_imported():
+    """GPT-J is always parallel (one ln_1); Falcon with parallel_attn or the new decoder (two norms
+    there); GPT-NeoX with use_parallel_residual (two norms); Llama and OPT are sequential."""
+    shape = {"hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2}
+    block = lambda cfg: (model_fields({**shape, **cfg}).get("parallel_attention", False),
+                         model_fields({**shape, **cfg}).get("parallel_norms", 1))
+    assert block({"model_type": "gptj"}) == (True, 1)
+    assert block({"model_type": "falcon", "parallel_attn": True}) == (True, 1)                 # Falcon-7B
+    assert block({"model_type": "falcon", "parallel_attn": False}) == (False, 1)
+    assert block({"model_type": "falcon", "parallel_attn": False, "new_decoder_architecture": True}) == (True, 2)
+    assert block({"model_type": "falcon", "new_decoder_architecture": True, "num_ln_in_parallel_attn": 1}) == (True, 1)
+    assert block({"model_type": "RefinedWeb", "parallel_attn": True}) == (True, 2)
+    assert block({"model_type": "RefinedWebModel", "parallel_attn": True}) == (True, 1)
+    assert block({"model_type": "gpt_neox"}) == (True, 2)
+    assert block({"model_type": "gpt_neox", "use_parallel_residual": False}) == (False, 1)
+    assert block({"model_type": "llama"}) == block({"model_type": "opt"}) == (False, 1)
+    # the shipped configs: GPT-J 6B and Falcon-40B are the parallel ones
+    shipped = {d.name: load_hf_config(d / "config.json") for d in (MODELS_DIR / "hf").iterdir()}
+    assert {n for n, f in shipped.items() if f.get("parallel_attention")} == {"gpt_j_6b", "falcon_40b"}
+    assert shipped["falcon_40b"]["parallel_norms"] == 2 and shipped["gpt_j_6b"]["parallel_norms"] == 1

@@ -96,7 +96,8 @@ def _parallel_block(cfg: dict, model_type: str) -> dict:
     `parallel_attn`, GPTNeoXLayer with `use_parallel_residual`), and how many norms that input has."""
     if model_type == "gptj":
         return {"parallel_attention": True, "parallel_norms": 1}         # one ln_1 feeds both
-    two = bool(cfg.get("new_decoder_architecture"))     # Falcon's new block is parallel whatever parallel_attn says
+    # Falcon's new block (legacy name: RefinedWeb, the 40B) is parallel whatever parallel_attn says
+    two = bool(cfg.get("new_decoder_architecture")) or model_type == "refinedweb"
     if model_type in ("falcon", "refinedweb", "refinedwebmodel") and (two or cfg.get("parallel_attn", True)):
         norms = cfg.get("num_ln_in_parallel_attn") or (2 if two else 1)   # ln_attn and ln_mlp
         return {"parallel_attention": True, "parallel_norms": int(norms)}
