@@ -126,10 +126,16 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
                     out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
         return out
 
+    fors: dict[int, tuple] = {}            # id(For) -> its trip-count function and shape dependence
+
     def loop(stmt: For, env: dict) -> Loop:
-        count = max(0, evaluate(stmt.count, env))
-        period = max(1, count) if _shape_depends_cached(stmt) else 1
-        return Loop(count, lambda i: items(stmt.body, {**env, stmt.var: i}), stmt.var, period, op)
+        entry = fors.get(id(stmt))
+        if entry is None:
+            entry = fors[id(stmt)] = (compiled(stmt.count), _shape_depends_cached(stmt))
+        count = max(0, int(entry[0](env)))
+        period = max(1, count) if entry[1] else 1
+        body, var = stmt.body, stmt.var
+        return Loop(count, lambda i: items(body, {**env, var: i}), var, period, op)
 
     return items(program.body, env)
 
