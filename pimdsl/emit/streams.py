@@ -27,13 +27,10 @@ from ..lowering.stream import Loop, unroll
 _ARG_FIELDS = {"row": "row", "column": "column", "reg": "column", "k": "column", "estimate": "estimate"}
 
 
-def _args(decl, c: Command) -> str:
-    return " ".join(f"{a}={getattr(c, _ARG_FIELDS[a]) if a in _ARG_FIELDS else '-'}" for a in decl.args) \
-        if decl else ""
-
-
 def _decls(memory: Memory) -> dict:
-    return {d.name: d for d in memory.part.commands + (memory.pim.commands if memory.pim else ())}
+    """Command name -> (scope, ((argument, Command field or None), ...)), worked out once per stream."""
+    return {d.name: (d.scope, tuple((a, _ARG_FIELDS.get(a)) for a in d.args))
+            for d in memory.part.commands + (memory.pim.commands if memory.pim else ())}
 
 
 CHUNK_LINES = 4096
@@ -53,8 +50,10 @@ def _line(decls, c: Command, cycle, depth: int, op: str) -> str:
     """`cycle channel scope rank bank_group bank row column command arguments kind op` (the
     column header of codegen/commands.txt.j2)."""
     d = decls.get(c.name)
-    return (f"{'  ' * depth}{'-' if cycle is None else cycle} {c.channel} {d.scope if d else '-'} {c.rank} "
-            f"{c.bank_group} {c.bank} {c.row} {c.column} {c.name} {_args(d, c) or '-'} {c.kind or '-'} {op}\n")
+    scope, args = ("-", "-") if d is None else \
+        (d[0], " ".join([f"{a}={getattr(c, f) if f else '-'}" for a, f in d[1]]) or "-")
+    return (f"{'  ' * depth}{'-' if cycle is None else cycle} {c.channel} {scope} {c.rank} "
+            f"{c.bank_group} {c.bank} {c.row} {c.column} {c.name} {args} {c.kind or '-'} {op}\n")
 
 
 def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator[str]:

@@ -77,8 +77,14 @@ def _builder(value, slope: list, position: list):
         if not parts:
             return None
 
+        cls, fields = type(value), getattr(value, "__dict__", None)
+
         def record(numbers):
-            out = copy.copy(value)
+            if fields is None:                   # a slotted record: the generic copy
+                out = copy.copy(value)
+            else:                                # a shallow copy without copy's reduce protocol
+                out = object.__new__(cls)
+                out.__dict__.update(fields)
             for name, b in parts:
                 object.__setattr__(out, name, b(numbers))
             return out
@@ -183,12 +189,14 @@ class AffineSteps:
         free: dict[str, float] = defaultdict(float)
         busy: dict[str, float] = defaultdict(float)
         intervals = []
+        preds = self.preds
         for i, resources in enumerate(self.resources):
-            start = max([*(free[r] for r in resources), *(end[p] for p in self.preds[i])])
-            end[i] = start + durations[i]
+            start = max([free[r] for r in resources] + [end[p] for p in preds[i]])
+            duration = durations[i]
+            end[i] = start + duration
             for resource in resources:
                 free[resource] = end[i]
-                busy[resource] += durations[i]
+                busy[resource] += duration
                 if timeline:
                     intervals.append(Interval(resource, self.names[i], start, end[i], self.first.phase,
                                               _args(self.attrs[i])))

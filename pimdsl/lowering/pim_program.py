@@ -81,36 +81,43 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
     announcing = {name for name, d in decls.items() if ESTIMATE_ARG in d.args}
     issues: dict[int, tuple] = {}          # id(Issue) -> what a command of it needs, worked out once
 
+    banks_per_group = org.banks_per_group
+
     def prepared(stmt: Issue) -> tuple:
+        """What every command of one issue site needs, worked out once: its bus name and kind, and
+        one function per Command place field (0 when the issue does not give it)."""
         decl = decls.get(stmt.command)
         effect = decl.effect if decl is not None else "none"
         name = decl.issued_as if decl is not None and decl.issued_as else stmt.command
         kind = stmt.command.lower() if effect == "none" else effect
         args = tuple((n, compiled(e)) for n, e in stmt.args)
-        entry = issues[id(stmt)] = (stmt, name, kind, args, name != stmt.command)
+        given = dict(args)                               # a repeated argument: the last one counts
+        place = tuple(given.get(n, _zero) for n in PLACE_ARGS)
+        entry = issues[id(stmt)] = (name, kind, args, name != stmt.command, place)
         return entry
 
     def command(stmt: Issue, env: dict) -> Command:
-        entry = issues.get(id(stmt)) or prepared(stmt)
-        _, name, kind, args, renamed = entry
+        name, kind, args, renamed, (pc, rank, bank, row, column) = issues.get(id(stmt)) or prepared(stmt)
+        if not values:                                   # only the places: no per-command dict
+            bank_group, b = divmod(bank(env), banks_per_group)
+            return Command(name, channel, pc(env), rank(env), bank_group, b, row(env), column(env), kind)
         a = {n: f(env) for n, f in args}
-        bank_group, bank = divmod(a.get("bank", 0), org.banks_per_group)
-        data = None
-        if values:
-            data = {k: v for k, v in a.items() if k not in PLACE_ARGS}
-            if renamed:                                  # on the bus an ordinary DRAM command, timed as one
-                data["command"] = stmt.command
-        return Command(name, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, bank,
+        bank_group, b = divmod(a.get("bank", 0), banks_per_group)
+        data = {k: v for k, v in a.items() if k not in PLACE_ARGS}
+        if renamed:                                      # on the bus an ordinary DRAM command, timed as one
+            data["command"] = stmt.command
+        return Command(name, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, b,
                        a.get("row", 0), a.get("column", 0), kind, data)
 
     def items(body: tuple, env: dict) -> list[Item]:
+        # `env` is the caller's fresh dict (environment() or a loop body's {**env, var: i}): lets
+        # may bind into it without a copy
         out: list[Item] = []
-        env = dict(env)
         for stmt in body:
-            if isinstance(stmt, Let):
-                env[stmt.name] = evaluate(stmt.expr, env)
-            elif isinstance(stmt, Issue):
+            if type(stmt) is Issue:
                 out.append(command(stmt, env))
+            elif type(stmt) is Let:
+                env[stmt.name] = evaluate(stmt.expr, env)
             else:
                 out.append(loop(stmt, env))
         if announcing:
@@ -119,12 +126,22 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
                     out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
         return out
 
+    fors: dict[int, tuple] = {}            # id(For) -> its trip-count function and shape dependence
+
     def loop(stmt: For, env: dict) -> Loop:
-        count = max(0, evaluate(stmt.count, env))
-        period = max(1, count) if _shape_depends_cached(stmt) else 1
-        return Loop(count, lambda i: items(stmt.body, {**env, stmt.var: i}), stmt.var, period, op)
+        entry = fors.get(id(stmt))
+        if entry is None:
+            entry = fors[id(stmt)] = (compiled(stmt.count), _shape_depends_cached(stmt))
+        count = max(0, int(entry[0](env)))
+        period = max(1, count) if entry[1] else 1
+        body, var = stmt.body, stmt.var
+        return Loop(count, lambda i: items(body, {**env, var: i}), var, period, op)
 
     return items(program.body, env)
+
+
+def _zero(env) -> int:
+    return 0
 
 
 _ESTIMATES: dict[int, tuple[weakref.ref, dict]] = {}      # id(memory) -> (memory, shape -> cycles)
