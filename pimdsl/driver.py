@@ -18,10 +18,10 @@ def kind_of_run(system) -> str:
     return "steps"
 
 
-def loop_module(system, strategy: str | None = None):
+def loop_module(system):
     """The module of the loop that runs `system`: it declares what it reads of the spec
-    (STRATEGIES, PARAMS, OP_CLASSES, LINKS; see unread.py). The loop is the mapping's whatever
-    its strategy, so `strategy` (a name of the mapping's `strategies` list) does not change it."""
+    (STRATEGIES, PARAMS, OP_CLASSES, LINKS; see unread.py). The mapping selects the loop,
+    whatever its strategy, so every strategy of a sweep runs on the same loop."""
     return loops.for_system(system) or step
 
 

@@ -27,37 +27,37 @@ def _name(module) -> str:
 def check(system, diags: Diagnostics) -> None:
     """Warn, at its place in the spec, about each thing of `system` that no reader reads."""
     _context_fits(system, diags)
+    module = loop_module(system)
     mapping = system.mapping
-    if mapping is None:
-        _partly_read(system, (loop_module(system),), diags)
-        return
-    strategies = mapping.strategies or (mapping.strategy,)
-    by_strategy = {s: loop_module(system, s) for s in strategies}
-    readers = tuple(dict.fromkeys(by_strategy.values()))
-    for name, module in by_strategy.items():
+    if mapping is not None:
+        _mapping_read(system, mapping, module, diags)
+    _partly_read(system, (module,), diags)
+
+
+def _mapping_read(system, mapping, module, diags: Diagnostics) -> None:
+    """Warn about the strategies, params, op classes and placements of `mapping` that the loop
+    `module` does not read."""
+    loop = _name(module)
+    for name in mapping.strategies or (mapping.strategy,):
         if name not in module.STRATEGIES:
             fallback = ": the step loop runs it as the default weight strategy" if module is step else ""
             diags.warning(f"strategy '{name}' is read by no run loop{fallback}", mapping.strategy_spans.get(name, mapping.span),
-                          did_you_mean(name, module.STRATEGIES, f"strategies of the {_name(module)} loop"))
-    params = {p for m in readers for p in m.PARAMS}
+                          did_you_mean(name, module.STRATEGIES, f"strategies of the {loop} loop"))
     for name in mapping.params:
-        if name not in params:
+        if name not in module.PARAMS:
             diags.warning(f"mapping param '{name}' is read by nothing", mapping.param_spans.get(name, mapping.span),
-                          did_you_mean(name, params, "params the " + " and ".join(_name(m) for m in readers)
-                                       + " loop read"))
-    classes = {*STANDARD_OP_CLASSES, *(c for m in readers for c in m.OP_CLASSES)}
+                          did_you_mean(name, module.PARAMS, f"params the {loop} loop read"))
+    classes = {*STANDARD_OP_CLASSES, *module.OP_CLASSES}
     for phase, table in mapping.placement.items():
         for name in table:
             if name not in classes:
                 diags.warning(f"op class '{name}' matches no op: nothing places it",
                               mapping.placement_spans.get((phase, name), mapping.span),
                               did_you_mean(name, classes, "op classes"))
-    chosen = by_strategy.get(mapping.strategy)
-    for phase, key, instead in (chosen.placement_ignored(system) if hasattr(chosen, "placement_ignored") else ()):
-        diags.warning(f"the {_name(chosen)} loop does not read this placement: strategy '{mapping.strategy}' runs "
+    for phase, key, instead in (module.placement_ignored(system) if hasattr(module, "placement_ignored") else ()):
+        diags.warning(f"the {loop} loop does not read this placement: strategy '{mapping.strategy}' runs "
                       f"{phase} {key} on {instead}", mapping.placement_spans.get((phase, key), mapping.span),
                       f"write `{key} = {'pim' if instead == 'PIM' else instead};`, or remove the entry")
-    _partly_read(system, readers, diags)
 
 
 def _partly_read(system, readers, diags: Diagnostics) -> None:
