@@ -131,3 +131,14 @@ def test_parallel_block_sums_both_branches_of_the_layer_input(tiny, norms):
     assert np.allclose(both, nf.layer(x, no_ffn, par, None, 0) + nf.layer(x, no_attn, par, None, 0) - x,
                        rtol=1e-5, atol=1e-5)
     assert not np.allclose(both, nf.layer(x, w, seq, None, 0))
+
+
+@pytest.mark.parametrize("parallel, norms, has_ln2", [(False, 1, True), (True, 1, False), (True, 2, True)])
+def test_layer_blob_holds_the_ffn_norm_only_when_the_layer_has_one(tiny, parallel, norms, has_ln2):
+    """A parallel layer with one shared norm stores no ln2: a loader would read 2*d dead values."""
+    import dataclasses
+    from pimdsl.loops.layer_blobs import layer_tensors
+    model = dataclasses.replace(tiny("gpt")[0], parallel_attention=parallel, parallel_norms=norms)
+    names = [n for n, _ in layer_tensors(model)]
+    assert ("ln2_g" in names and "ln2_b" in names) == has_ln2
+    assert len(names) == 16 - 2 * (not has_ln2)

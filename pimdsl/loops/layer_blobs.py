@@ -37,12 +37,15 @@ class Blob:
 
 
 def layer_tensors(model: Model) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """One encoder/decoder layer: pre-norm attention and FFN with biases."""
+    """One encoder/decoder layer: pre-norm attention and FFN with biases; the FFN's own norm
+    (ln2) unless the layer is parallel with one norm shared by both branches."""
     d, q, kv, f = model.hidden, model.heads * model.head_dim, model.kv_heads * model.head_dim, model.ffn
     out = [("ln1_g", (d,)), ("ln1_b", (d,)),
            ("wq", (d, q)), ("bq", (q,)), ("wk", (d, kv)), ("bk", (kv,)), ("wv", (d, kv)), ("bv", (kv,)),
-           ("wo", (q, d)), ("bo", (d,)), ("ln2_g", (d,)), ("ln2_b", (d,)),
-           ("w1", (d, f)), ("b1", (f,))]
+           ("wo", (q, d)), ("bo", (d,))]
+    if not model.parallel_attention or model.parallel_norms == 2:
+        out += [("ln2_g", (d,)), ("ln2_b", (d,))]
+    out += [("w1", (d, f)), ("b1", (f,))]
     if model.gated_ffn:
         out.append(("w3", (d, f)))
     out += [("w2", (f, d)), ("b2", (d,))]
