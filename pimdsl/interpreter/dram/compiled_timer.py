@@ -174,9 +174,10 @@ class CompiledCommandTimer(CommandTimer):
 
     def _sync(self) -> None:
         """Python's view after a run: last cycles, refresh count, dues and log, longest estimate."""
-        K, G, last = self.K, self.G, self.arrays["last"]
+        K, G, last, issued = self.K, self.G, self.arrays["last"], self.arrays["issued"]
         for ch, s in self.slots.items():
-            self.last[ch] = int(last[s])
+            if issued[s].any():                      # (a channel's slot is made before its first issue)
+                self.last[ch] = int(last[s])
         self.refreshes, self.max_estimate = int(G[K.G_REFRESHES]), int(G[K.G_MAX_ESTIMATE])
         if G[K.G_NLOG]:
             channel = {s: ch for ch, s in self.slots.items()}
