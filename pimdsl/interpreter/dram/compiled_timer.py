@@ -31,6 +31,21 @@ _ROW = attrgetter("row")
 _ESTIMATE = attrgetter("estimate")
 
 
+_FLAT: dict[tuple, tuple] = {}
+
+
+def _flat_tables(tables, build) -> tuple:
+    """core.build_tables, once per distinct hierarchy, commands, rules and windows (it lists every
+    (command, node), about 20 ms: a process times many ops on one memory)."""
+    key = (tables.fanout, tables.commands, tables.rules, tables.windows)
+    hit = _FLAT.get(key)
+    if hit is None:
+        if len(_FLAT) >= 64:
+            _FLAT.clear()
+        hit = _FLAT[key] = build(tables)
+    return hit
+
+
 def stream_engine() -> str:
     """`compiled`, `python` (forced by $PIMDSL_DRAM_ENGINE) or `auto` (the switch above)."""
     chosen = os.environ.get("PIMDSL_DRAM_ENGINE")
@@ -67,7 +82,7 @@ class CompiledCommandTimer(CommandTimer):
         from .core import build_tables
         self.K = K
         t = self.tables
-        self.T = build_tables(t)
+        self.T = _flat_tables(t, build_tables)
         self.n_at, self.n_w = t.n_nodes * t.n_cmds, len(t.window_slots)
         self.slot_count = np.array([t.windows[w_i].count for (w_i, _) in t.window_slots], np.int64)
         self.maxc = max([1, *self.slot_count.tolist()])
@@ -159,7 +174,13 @@ class CompiledCommandTimer(CommandTimer):
         if self._in_python(len(commands)):
             return super().issue_many(commands, position)
         K, a = self.K, self.arrays
-        code = np.array([self._place(key) for key in map(_PLACE, commands)], np.int64)
+        keys = list(map(_PLACE, commands))
+        code = list(map(self.places.get, keys))      # None: a place not seen yet
+        if None in code:
+            for key in dict.fromkeys(key for key, p in zip(keys, code) if p is None):
+                self._place(key)
+            code = [self.places.get(key, -1) for key in keys]
+        code = np.array(code, np.int64)
         for ch, s in self.slots.items():             # `last` may have been set from outside
             a["last"][s] = self.last.get(ch, 0)
         n = len(commands)
