@@ -257,9 +257,10 @@ class CommandTimer:
         """Issue a run of commands, the first at stream position `position`: the cycles of those
         that issued and, if one could not, its error (the commands after it are not issued)."""
         cycles = []
+        issue = CommandTimer.issue            # this class's, also in a subclass (its Python path)
         try:
             for i, c in enumerate(commands):
-                cycles.append(self.issue(c, position + i))
+                cycles.append(issue(self, c, position + i))
         except StreamError as exc:
             return cycles, exc
         return cycles, None

@@ -21,10 +21,12 @@ from ...ir.commands import Command, StreamError
 from .command_stream import CommandTimer
 from .tables import BANK
 
-# Loading numba and the cached core costs about 0.5 s; the reference issues about 95k commands/s,
-# the compiled core ten times that (benchmarks/results/stream_speed.json): a process moves onto it
-# after this many commands, so a small program never waits for the load.
-COMPILED_MIN_COMMANDS = 50_000
+# Loading numba and the cached core costs about 0.7 s of CPU; the reference timer issues about
+# 100-200k commands/s, the compiled one 600k-1M (benchmarks/results/stream_speed.json), so the load
+# pays for itself after about 100k commands: a process moves onto the core once it has issued that
+# many in Python (never more than twice the time either way would take), and a small program (the
+# phone's default run issues about 90k) never waits for the load.
+COMPILED_MIN_COMMANDS = 100_000
 
 _PLACE = attrgetter("name", "channel", "pseudo_channel", "rank", "bank_group", "bank")
 _ROW = attrgetter("row")
@@ -172,7 +174,9 @@ class CompiledCommandTimer(CommandTimer):
     # ---- issuing ---------------------------------------------------------------------
     def issue_many(self, commands: list[Command], position: int = 0) -> tuple[list[int], StreamError | None]:
         if self._in_python(len(commands)):
-            return super().issue_many(commands, position)
+            cycles, error = super().issue_many(commands, position)
+            CompiledCommandTimer.python_issued += len(cycles)
+            return cycles, error
         K, a = self.K, self.arrays
         keys = list(map(_PLACE, commands))
         code = list(map(self.places.get, keys))      # None: a place not seen yet
