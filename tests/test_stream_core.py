@@ -147,7 +147,7 @@ def random_stream(draw):
     return memory, commands
 
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS
@@ -157,8 +157,9 @@ def test_random_streams_issue_identically(case, refresh, switch_at):
     results = []
     for timer in timers(memory, refresh, switch_at):
         cycles, error = timer.issue_many(commands, 5)
+        peeks = [timer.earliest(c, 7) for c in commands if c.name in timer.tables.index]
         results.append((cycles, str(error) if error else None, timer.refreshes, timer.refresh_log,
-                        dict(timer.last)))
+                        dict(timer.last), peeks))
     assert results[1] == results[0] and results[2] == results[0]
 
 
