@@ -51,6 +51,14 @@ MEMORIES = _pim_memories()
 PLAIN = load_spec(str(ROOT / "specs" / "reference" / "dram.pim"))[0].memories
 
 
+@pytest.fixture(autouse=True)
+def _process_count():
+    """Tests here set the process's count of Python-issued commands; later tests get it back."""
+    before = compiled_timer.CompiledCommandTimer.python_issued
+    yield
+    compiled_timer.CompiledCommandTimer.python_issued = before
+
+
 def timers(memory, refresh, switch_at=None):
     """The reference, the compiled timer from the start, and one that moves onto the core after
     `switch_at` commands."""
@@ -147,7 +155,7 @@ def random_stream(draw):
     return memory, commands
 
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 @SETTINGS
