@@ -24,7 +24,7 @@ from .tables import BANK
 # Loading numba and the cached core costs about 0.7 s of CPU; the reference timer issues about
 # 100-200k commands/s, the compiled one 600k-1M (benchmarks/results/stream_speed.json), so the load
 # pays for itself after about 100k commands: a process moves onto the core once it has issued that
-# many in Python (never more than twice the time either way would take), and a small program (the
+# many in Python (about when the Python time spent equals the load), and a small program (the
 # phone's default run issues about 90k) never waits for the load.
 COMPILED_MIN_COMMANDS = 100_000
 
