@@ -39,14 +39,13 @@ UNUSED = -2
 def _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, opener, last, due, log,
                     s, bank, u, cycle, span, cmd, k):
     """Refresh unit `u` while it falls due by cycle + span (CommandTimer._refresh_before); the cycle
-    the command may issue from, and the log (grown when full)."""
+    the command may issue from, and the log (grown when full). Called only when one falls due (a
+    call with the NRT's reference counts of some thirty arrays costs more than issuing a command)."""
     span_of = T[13]
     ref, prea, tREFI = Q[Q_REF], Q[Q_PREA], Q[Q_TREFI]
     base, wbase = s * Q[Q_NAT], s * Q[Q_NW]
     b0 = u * span_of[Q[Q_REF_LEVEL]]
     b1 = b0 + span_of[Q[Q_REF_LEVEL]]
-    if cycle + span < due[s, u]:
-        return cycle, log
     reopen = np.empty((b1 - b0, 2), np.int64)
     while cycle + span >= due[s, u]:
         at = last[s]
@@ -123,18 +122,14 @@ def issue_run(T, Q, C, places, code, row, estimate, G, next_at, hist, hist_len, 
             if 0 < span < Q[Q_TREFI]:
                 if span > G[G_MAX_ESTIMATE]:
                     G[G_MAX_ESTIMATE] = span
-                if level < ref_level:
-                    ratio = span_of[level] // span_of[ref_level]
-                    for u in range(k * ratio, (k + 1) * ratio):
-                        cycle, log = _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows,
-                                                     opener, last, due, log, s, bank, u, cycle, span, cmd, k)
-                else:
-                    cycle, log = _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, opener,
-                                                 last, due, log, s, bank, bank // span_of[ref_level], cycle, span,
-                                                 cmd, k)
+                ratio = span_of[level] // span_of[ref_level] if level < ref_level else 1
+                u0 = k * ratio if level < ref_level else bank // span_of[ref_level]
             else:
-                cycle, log = _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, opener,
-                                             last, due, log, s, bank, bank // span_of[ref_level], cycle, 0, cmd, k)
+                ratio, u0, span = 1, bank // span_of[ref_level], 0
+            for u in range(u0, u0 + ratio):
+                if cycle + span >= due[s, u]:
+                    cycle, log = _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, opener,
+                                                 last, due, log, s, bank, u, cycle, span, cmd, k)
         # open rows (CommandTimer._track_rows)
         b0 = bank if level == BANK else k * span_of[level]
         b1 = b0 + 1 if level == BANK else b0 + span_of[level]
