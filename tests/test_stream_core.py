@@ -128,7 +128,7 @@ def random_stream(draw):
     announcing = [d.name for d in t.commands if ESTIMATE_ARG in d.args]
     roles = t.roles
     act, pre, rd, wr = (t.commands[i].name for i in (roles.act, roles.pre, roles.rd, roles.wr))
-    channels = min(2, org.channels)
+    channels = min(6, org.channels)          # more than the first allocation (4 slots)
     open_rows: dict = {}
     commands = []
     for _ in range(draw(st.integers(1, 300))):

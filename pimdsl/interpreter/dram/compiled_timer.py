@@ -177,7 +177,6 @@ class CompiledCommandTimer(CommandTimer):
             cycles, error = super().issue_many(commands, position)
             CompiledCommandTimer.python_issued += len(cycles)
             return cycles, error
-        K, a = self.K, self.arrays
         keys = list(map(_PLACE, commands))
         code = list(map(self.places.get, keys))      # None: a place not seen yet
         if None in code:
@@ -185,6 +184,7 @@ class CompiledCommandTimer(CommandTimer):
                 self._place(key)
             code = [self.places.get(key, -1) for key in keys]
         code = np.array(code, np.int64)
+        K, a = self.K, self.arrays                   # (after new places: a new channel may grow them)
         for ch, s in self.slots.items():             # `last` may have been set from outside
             a["last"][s] = self.last.get(ch, 0)
         n = len(commands)
