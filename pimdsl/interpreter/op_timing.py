@@ -23,7 +23,7 @@ from ..ir.hardware import Memory
 from ..ir.workload import System
 from ..lowering.records import Kernel, PimWork, Transfer
 from . import timing_cache
-from .dram.command_stream import CommandTimer
+from .dram.compiled_timer import make_timer
 from .host.models import KernelTime, kernel_time, transfer_time
 from .dram.stream_timer import StreamTimer
 
@@ -45,7 +45,7 @@ def refresh_policy(memory: Memory) -> str:
 
 def time_pim(memory: Memory, items, fast: bool = True, on_issue=None) -> PimTime:
     pim = memory.pim
-    timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
+    timer = make_timer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
     st = StreamTimer(timer, fast=fast, on_issue=on_issue)
     st.run(items)
     counts = Counter({f"{kind or 'cmd'}.{name}": n for (name, kind), n in st.counts.items()})

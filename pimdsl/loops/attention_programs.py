@@ -17,7 +17,7 @@ import weakref
 
 import numpy as np
 
-from ..interpreter.dram.command_stream import CommandTimer
+from ..interpreter.dram.compiled_timer import make_timer
 from ..interpreter.dram.stream_timer import time_stream
 from ..ir.hardware import Memory
 from ..ir.pim_program import evaluate
@@ -38,7 +38,7 @@ def head_cycles(memory: Memory, kv: int, head_dim: int, refresh: str = "blocking
     pim, sh = memory.pim, shape(kv, head_dim, heads)
     score, context = pim.program("attn_score"), pim.program("attn_context")
     p = params or {}
-    timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh)
+    timer = make_timer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh)
     st = time_stream(timer, expand(memory, score, sh, 0, params=_own(score, p)))
     first = int(evaluate(score.rows, environment(memory, score, sh, params=_own(score, p))))
     st.run(expand(memory, context, sh, 0, first_row=first, params=_own(context, p)))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..interpreter.dram.command_stream import CommandTimer
+from ..interpreter.dram.compiled_timer import make_timer
 from ..interpreter.dram.stream_timer import StreamTimer
 from ..ir.hardware import Memory
 from ..lowering.pim_program import expand
@@ -28,7 +28,7 @@ def program_seconds(memory: Memory, n: int, k: int, m: int) -> float:
     """Seconds of the unit's `gemv` program for n activated neurons of k weights and m tokens, on one
     DIMM, timed by the DRAM engine (refresh not modelled, as in the analytic cost)."""
     pim = memory.pim
-    timer = StreamTimer(CommandTimer(memory, pim.commands, pim.rules, pim.windows), fast=True)
+    timer = StreamTimer(make_timer(memory, pim.commands, pim.rules, pim.windows), fast=True)
     return timer.run(expand(memory, pim.program("gemv"), {"n": n, "k": k, "m": m})) * memory.part.tck_s
 
 

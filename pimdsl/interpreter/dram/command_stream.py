@@ -148,7 +148,7 @@ class CommandTimer:
                 twins[mem_cmd], twins[pim_cmd] = pim_cmd, mem_cmd
         return twins
 
-    def _twin_earliest(self, state, cmd: int, level: int, k: int, bank: int, cycle: int) -> int:
+    def _twin_earliest(self, earliest, cmd: int, level: int, k: int, bank: int, cycle: int) -> int:
         twin = self.twins.get(cmd)
         if twin is None:
             return cycle
@@ -156,7 +156,7 @@ class CommandTimer:
         twin_level = t.target_level(twin)
         nodes = t.descendants(level, k, twin_level) if level < twin_level else (t.ancestor(BANK, bank, twin_level),)
         for node in nodes:
-            cycle = state.earliest(twin, node, cycle)
+            cycle = earliest(twin, node, cycle)
         return cycle
 
     def _flat_bank(self, c: Command) -> int:
@@ -173,13 +173,13 @@ class CommandTimer:
         cmd = t.index[c.name]
         bank, level = self._flat_bank(c), t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
-        return self._twin_earliest(state, cmd, level, k, bank, state.earliest(cmd, k, after))
+        return self._twin_earliest(state.earliest, cmd, level, k, bank, state.earliest(cmd, k, after))
 
     def issue(self, c: Command, position: int = 0) -> int:
         t = self.tables
         cmd = t.index.get(c.name)
         if cmd is None:
-            raise StreamError(f"command {position}: '{c.name}' is not declared for memory '{t.memory.name}'")
+            raise StreamError(self.undeclared(c, position))
         state = self.states.get(c.channel)
         if state is None:
             state = self.states[c.channel] = DeviceState(t)
@@ -189,11 +189,10 @@ class CommandTimer:
         level = t.target_level(cmd)
         k = t.ancestor(BANK, bank, level)
         cycle = state.earliest(cmd, k, self.last.get(c.channel, 0))
-        cycle = self._twin_earliest(state, cmd, level, k, bank, cycle)
+        cycle = self._twin_earliest(state.earliest, cmd, level, k, bank, cycle)
         span = c.estimate
         if span and not self.announces[cmd]:
-            raise StreamError(f"command {position}: {c.name} carries an estimate, but its declaration "
-                              f"has no '{ESTIMATE_ARG}' argument (args = [{', '.join(t.commands[cmd].args)}])")
+            raise StreamError(self.stray_estimate(c, position, cmd))
         if self.ref is not None:
             self._pending_cmd, self._pending_k = cmd, k
             if 0 < span < self.tREFI:       # longer work cannot fit between refreshes: timed as usual
@@ -224,19 +223,69 @@ class CommandTimer:
         if decl.opens:
             for b in banks:
                 if rows[b] >= 0:
-                    raise StreamError(f"command {position}: {c.name} opens row {c.row} of bank {b}, "
-                                      f"which still has row {rows[b]} open (precharge first)")
+                    raise StreamError(self.opens_open_bank(c, position, b, rows[b]))
                 rows[b] = c.row
         elif "row" in decl.reads or "row" in decl.writes:
             for b in banks:
                 if rows[b] < 0:
-                    raise StreamError(f"command {position}: {c.name} to bank {b}, which has no open row")
+                    raise StreamError(self.closed_bank(c, position, b))
         if decl.closes or decl.refresh:
             for b in banks:
                 rows[b] = -1
 
+    # ---- stream errors (the compiled timer raises the same) ------------------------------
+    def undeclared(self, c: Command, position: int) -> str:
+        return f"command {position}: '{c.name}' is not declared for memory '{self.tables.memory.name}'"
+
+    def stray_estimate(self, c: Command, position: int, cmd: int) -> str:
+        return (f"command {position}: {c.name} carries an estimate, but its declaration "
+                f"has no '{ESTIMATE_ARG}' argument (args = [{', '.join(self.tables.commands[cmd].args)}])")
+
+    @staticmethod
+    def opens_open_bank(c: Command, position: int, bank: int, row: int) -> str:
+        return (f"command {position}: {c.name} opens row {c.row} of bank {bank}, "
+                f"which still has row {row} open (precharge first)")
+
+    @staticmethod
+    def closed_bank(c: Command, position: int, bank: int) -> str:
+        return f"command {position}: {c.name} to bank {bank}, which has no open row"
+
     def run(self, commands: Iterable[Command]) -> list[int]:
         return [self.issue(c, i) for i, c in enumerate(commands)]
+
+    def issue_many(self, commands: list[Command], position: int = 0) -> tuple[list[int], StreamError | None]:
+        """Issue a run of commands, the first at stream position `position`: the cycles of those
+        that issued and, if one could not, its error (the commands after it are not issued)."""
+        cycles = []
+        issue = CommandTimer.issue            # this class's, also in a subclass (its Python path)
+        try:
+            for i, c in enumerate(commands):
+                cycles.append(issue(self, c, position + i))
+        except StreamError as exc:
+            return cycles, exc
+        return cycles, None
+
+    # ---- steady state (stream_timer's fast mode) ------------------------------------
+    def channels(self) -> list[int]:
+        return sorted(self.states)
+
+    def signature(self, channel: int, horizon: int) -> tuple:
+        """A channel's timing state relative to its last issue cycle: every next-allowed cycle still
+        ahead, the window histories (clipped at `horizon` back) and which banks have a row open."""
+        now = self.last.get(channel, 0)
+        state = self.states[channel]
+        return (tuple(v - now if v > now else 0 for v in state.next_at),
+                tuple(tuple(max(e - now, -horizon) for e in h) for h in state.window_history),
+                tuple((buf, tuple(r >= 0 for r in rows)) for buf, rows in sorted(self.open_row[channel].items())))
+
+    def shift(self, channel: int, cycles: int) -> None:
+        """Move a channel's state `cycles` later (fast mode's skipped periods); refresh dues stay."""
+        state = self.states[channel]
+        state.next_at = [v + cycles for v in state.next_at]
+        for h in state.window_history:
+            for n in range(len(h)):
+                h[n] += cycles
+        self.last[channel] = self.last.get(channel, 0) + cycles
 
 
 def time_commands(memory: Memory, commands: Iterable[Command], **options) -> list[int]:

@@ -72,7 +72,7 @@ def build_tables(tables: ChannelTables):
 
 # ---- timing state ---------------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _earliest(T, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
     s = slot_base[cmd] + k
@@ -83,7 +83,7 @@ def _earliest(T, next_at, base, cmd, k, t):
     return t
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
     slot_base, upd_ptr, upd_idx, upd_lat = T[0], T[3], T[4], T[5]
     win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = T[6], T[7], T[8], T[9], T[10], T[11]
@@ -114,7 +114,7 @@ def _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, ch,
 
 # ---- linked-list queues -----------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _push(head, tail, length, nxt, prv, q, r):
     t = tail[q]
     nxt[r] = -1
@@ -127,7 +127,7 @@ def _push(head, tail, length, nxt, prv, q, r):
     length[q] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _unlink(head, tail, length, nxt, prv, q, r):
     p, n = prv[r], nxt[r]
     if p < 0:
@@ -301,7 +301,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     return 0, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _has_room(P, cs, slen, c, w):
     if P[P_PER_BANK]:
         queued = slen[2 * c + (1 if w else 0)]
@@ -310,7 +310,7 @@ def _has_room(P, cs, slen, c, w):
     return queued < (P[P_WQ_DEPTH] if w else P[P_RQ_DEPTH])
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
     nb = P[P_NB]
     if is_write[r]:
@@ -323,7 +323,7 @@ def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
     where[r] = kind
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
     nb = P[P_NB]
     kind = where[r]
@@ -337,20 +337,20 @@ def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
         cs[c, N_READS] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _drain_starts(P, F, cs, slen, c):
     w = slen[2 * c + 1]
     return not cs[c, DRAINING] and (w >= F[1] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _stranded(P, F, cs, slen, c):
     """batch: only staged writes are left, too few to start a drain (they never issue)."""
     return (P[P_BATCH] and not (cs[c, N_READS] or cs[c, N_WRITES] or slen[2 * c] or cs[c, DRAINING])
             and not _drain_starts(P, F, cs, slen, c))
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
     """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
     if P[P_BATCH]:
@@ -367,7 +367,7 @@ def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
     return -1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _falls_due(P, units, cs, c, now, due, pending, blocked):
     nd = NEVER
     for u in range(P[P_NU]):
@@ -380,7 +380,7 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
     cs[c, NEXT_DUE] = nd
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
             eligible, order, accepted, row, is_write, bank, level, span, cands):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
@@ -423,7 +423,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
         cs[c, D_VALID] = 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, inline="always", _nrt=False)
 def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
           eligible, order, accepted, row, is_write, bank, cands):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
@@ -467,7 +467,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     return found, bt, bcmd, bk, breq
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
     cmd, k, b0, b1, prea_ok = units[u, 0], units[u, 2], units[u, 5], units[u, 6], units[u, 7]
     nb = P[P_NB]
@@ -496,7 +496,7 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
     return found, bt, P[P_PRE], bb
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
              accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     nb = P[P_NB]
@@ -573,7 +573,7 @@ def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
     """The column command for a queued hit: RDA/WRA (closed page) unless another queued request hits."""
     writing = is_write[hit]
@@ -594,7 +594,7 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
     return P[P_WR] if writing else P[P_RD]
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
                     qhead, qtail, qlen, nxt, prv, where):
     cs[c, LAST_BANK] = b
@@ -636,7 +636,7 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         in_bank[c, b] -= 1
 
 
-@njit(cache=True)
+@njit(cache=True, _nrt=False)
 def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span):
     if cmd == P[P_PRE]:
         open_row[c, k] = -1

@@ -22,6 +22,7 @@ issue cycles of everything it does issue, in the end cycle and in the counts.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 from typing import Callable, Iterable
 
 from ...lowering.stream import Item, Loop
@@ -34,6 +35,9 @@ MIN_LOOP_FOR_PROBING = 3          # shorter loops are simply issued
 # are multiples of a stride (itself a multiple of the period, so recurrences still line up): a
 # loop of cheap iterations is probed rarely or, if short, never; a heavy body every iteration.
 PROBE_EVERY_COMMANDS = 32
+# Commands are issued in runs (one call of the timer, compiled or not): at most this many at once.
+RUN_LENGTH = 4096
+_NAME_KIND = attrgetter("name", "kind")
 
 
 class StreamTimer:
@@ -50,29 +54,47 @@ class StreamTimer:
         self.end = 0                               # one past the last issue cycle of any channel
         self.read_end = 0                          # one past the last column read's issue cycle
         self._readers = {c.name for c in timer.tables.commands if "row" in c.reads}
+        self._pending: list[Command] = []          # commands not yet handed to the timer
         windows = timer.tables.windows
         self._window_horizon = max((w.cycles for w in windows), default=0) + 1
 
     # ---- issuing --------------------------------------------------------------
     def run(self, items: Iterable[Item]) -> int:
         """Issue a stream; returns one past the last issue cycle so far."""
-        for item in items:
-            if isinstance(item, Loop):
-                self._loop(item)
-            else:
-                self._command(item)
+        self._walk(items)
+        self._flush()
         return self.end
 
-    def _command(self, c: Command) -> None:
-        cycle = self.timer.issue(c, self.position)
-        self.position += 1
-        self.counts[(c.name, c.kind)] += 1
-        if cycle + 1 > self.end:
-            self.end = cycle + 1
-        if c.name in self._readers and cycle + 1 > self.read_end:
-            self.read_end = cycle + 1
+    def _walk(self, items: Iterable[Item]) -> None:
+        for item in items:
+            if type(item) is Loop:
+                self._loop(item)
+            else:
+                self._pending.append(item)
+                self.position += 1
+                if len(self._pending) >= RUN_LENGTH:
+                    self._flush()
+
+    def _flush(self) -> None:
+        """Issue the pending commands (in one run of the timer)."""
+        pending = self._pending
+        if not pending:
+            return
+        self._pending = []
+        cycles, error = self.timer.issue_many(pending, self.position - len(pending))
+        issued = pending[:len(cycles)]
+        self.counts.update(map(_NAME_KIND, issued))
+        if cycles:
+            self.end = max(self.end, max(cycles) + 1)
+            readers = self._readers
+            last_read = max((cy for c, cy in zip(issued, cycles) if c.name in readers), default=-1)
+            self.read_end = max(self.read_end, last_read + 1)
         if self.on_issue is not None:
-            self.on_issue(c, cycle)
+            for c, cycle in zip(issued, cycles):
+                self.on_issue(c, cycle)
+        if error is not None:
+            self.position -= len(pending) - len(cycles)
+            raise error
 
     def _loop(self, loop: Loop) -> None:
         probing = self.fast and loop.count >= MIN_LOOP_FOR_PROBING + loop.period
@@ -81,7 +103,7 @@ class StreamTimer:
         i = 0
         while i < loop.count:
             before = self.position
-            self.run(loop.body(i))
+            self._walk(loop.body(i))
             i += 1
             if not probing or i >= loop.count:
                 continue
@@ -94,6 +116,7 @@ class StreamTimer:
                     continue
             if i % stride:
                 continue
+            self._flush()
             sig = self._signature()
             hit = seen.get(sig)
             if hit is not None and hit[3] != self.timer.refreshes:
@@ -110,22 +133,14 @@ class StreamTimer:
     def _signature(self) -> tuple:
         t = self.timer
         horizon = self._window_horizon
-        parts = []
-        for ch in sorted(t.states):
-            now = t.last.get(ch, 0)
-            state = t.states[ch]
-            parts.append(ch)
-            parts.append(tuple(v - now if v > now else 0 for v in state.next_at))
-            parts.append(tuple(tuple(max(e - now, -horizon) for e in h) for h in state.window_history))
-            parts.append(tuple((buf, tuple(r >= 0 for r in rows)) for buf, rows in sorted(t.open_row[ch].items())))
-        return tuple(parts)
+        return tuple((ch, t.signature(ch, horizon)) for ch in t.channels())
 
     def _skip(self, hit, i: int, count: int) -> int:
         """Shift the state by whole steady-state periods; returns the iteration reached."""
         t = self.timer
         j, lasts, counts, _ = hit
         span = i - j
-        deltas = {ch: t.last.get(ch, 0) - lasts.get(ch, 0) for ch in t.states}
+        deltas = {ch: t.last.get(ch, 0) - lasts.get(ch, 0) for ch in t.channels()}
         periods = (count - i) // span
         for ch, delta in deltas.items():           # never skip across a refresh that falls due
             if t.ref is not None and delta > 0:
@@ -136,13 +151,7 @@ class StreamTimer:
         if periods <= 0:
             return i
         for ch, delta in deltas.items():
-            shift = periods * delta
-            state = t.states[ch]
-            state.next_at = [v + shift for v in state.next_at]
-            for h in state.window_history:
-                for n in range(len(h)):
-                    h[n] += shift
-            t.last[ch] = t.last.get(ch, 0) + shift
+            t.shift(ch, periods * delta)
             self.end = max(self.end, t.last[ch] + 1)
         per_period = self.counts - counts
         if any(name in self._readers for name, _ in per_period):
