@@ -27,7 +27,7 @@ Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATE
 `sparse_switches` and the baseline functions. Activations come from `pimdsl.sparsity.activations`.
 
 The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
-Algorithm 1's walk) are compiled by numba and cached beside their modules: the first run after an
+Algorithm 1's walk) are compiled by numba and cached (jit_cache.py): the first run after an
 install or an edit of those files spends a few seconds compiling them, once.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit_cache import njit
 
 from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean

@@ -1,0 +1,46 @@
+"""numba's cache of compiled kernels in the user's pimdsl cache folder, shared by every clone and install.
+
+numba keeps a kernel's compiled code beside its source (`__pycache__`) or, under NUMBA_CACHE_DIR, in a
+folder named by the source's absolute path, so a fresh clone or a new virtualenv compiles everything again
+(the DRAM core alone is about 20 s of CPU). What makes an entry valid is already in numba's index: a hash
+of the source file's content and numba's version stamp the index, and entries are keyed by signature and
+CPU. So this locator only drops the absolute path: a kernel of `pimdsl/<dir>/<file>.py` is cached in
+`$PIMDSL_CACHE/numba/<dir>` (default `~/.cache/pimdsl/numba`), where an identical file anywhere finds it
+and an edited one misses and recompiles. NUMBA_CACHE_DIR, when set, still wins; an unwritable folder
+falls back to numba's own places.
+
+Kernel modules take `njit` from here, so the locator is registered before their decorators run.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from numba import njit
+from numba.core import caching, config
+
+PACKAGE = Path(__file__).resolve().parent
+
+__all__ = ["njit", "folder_for"]
+
+
+def folder_for(source: str | os.PathLike) -> Path:
+    """The cache folder of the kernels of `source`, a file inside the pimdsl package."""
+    root = Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "numba"
+    return root / Path(source).resolve().parent.relative_to(PACKAGE)
+
+
+class PackageCacheLocator(caching.InTreeCacheLocator):
+    def __init__(self, py_func, py_file):
+        super().__init__(py_func, py_file)
+        self._cache_path = str(folder_for(py_file))
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if config.CACHE_DIR or not Path(py_file).resolve().is_relative_to(PACKAGE):
+            return None
+        return super().from_function(py_func, py_file)     # None when the folder is not writable
+
+
+if PackageCacheLocator not in caching.CacheImpl._locator_classes:
+    caching.CacheImpl._locator_classes.insert(0, PackageCacheLocator)
