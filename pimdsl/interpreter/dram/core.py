@@ -16,7 +16,7 @@ one row of `cs`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
 from .tables import BANK, ChannelTables
