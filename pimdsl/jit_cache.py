@@ -4,15 +4,19 @@ numba keeps a kernel's compiled code beside its source (`__pycache__`) or, under
 folder named by the source's absolute path, so a fresh clone or a new virtualenv compiles everything again
 (the DRAM core alone is about 20 s of CPU). What makes an entry valid is already in numba's index: a hash
 of the source file's content and numba's version stamp the index, and entries are keyed by signature and
-CPU. So this locator only drops the absolute path: a kernel of `pimdsl/<dir>/<file>.py` is cached in
+CPU. So this locator drops the absolute path: a kernel of `pimdsl/<dir>/<file>.py` is cached in
 `$PIMDSL_CACHE/numba/<dir>` (default `~/.cache/pimdsl/numba`), where an identical file anywhere finds it
-and an edited one misses and recompiles. NUMBA_CACHE_DIR, when set, still wins; an unwritable folder
-falls back to numba's own places.
+and an edited one misses and recompiles. Its stamp also hashes the package modules the file imports from
+(numba freezes a global such as an imported constant into the code, which numba's own stamp misses).
+NUMBA_CACHE_DIR, when set, still wins; an unwritable folder falls back to numba's own places.
 
 Kernel modules take `njit` from here, so the locator is registered before their decorators run.
 """
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
 import os
 from pathlib import Path
 
@@ -30,10 +34,29 @@ def folder_for(source: str | os.PathLike) -> Path:
     return root / Path(source).resolve().parent.relative_to(PACKAGE)
 
 
+@functools.lru_cache(maxsize=None)
+def _imported_files(source: Path) -> tuple[Path, ...]:
+    """The package's source files that `source` imports from (relative imports, one level)."""
+    found = []
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = source.parents[node.level - 1].joinpath(*(node.module or "").split(".") if node.module else ())
+            for stem in [base] + [base / a.name for a in node.names]:
+                found += [f for f in (stem.with_suffix(".py"), stem / "__init__.py") if f.is_file()]
+    return tuple(sorted(set(found)))
+
+
 class PackageCacheLocator(caching.InTreeCacheLocator):
     def __init__(self, py_func, py_file):
         super().__init__(py_func, py_file)
         self._cache_path = str(folder_for(py_file))
+
+    def get_source_stamp(self):
+        source = Path(self._py_file).resolve()
+        h = hashlib.sha256()
+        for path in (source, *_imported_files(source)):
+            h.update(path.read_bytes())
+        return h.hexdigest()
 
     @classmethod
     def from_function(cls, py_func, py_file):
