@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 pytest.importorskip("numba")
-pytestmark = pytest.mark.xdist_group("compiled_dram_core")     # one worker compiles the core (pyproject)
 
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
 from pimdsl.frontend.resources import specs_dir                      # noqa: E402

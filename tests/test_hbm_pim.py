@@ -62,7 +62,6 @@ def test_no_regression_against_pimsimulator(aquabolt, row):
     assert abs(error) <= 5.0, f"{error:+.2f}% (target 5%, [REFDATA] pim README Sec. 1 and extra.json)"
 
 
-@pytest.mark.xdist_group("compiled_dram_core")      # the baseline's trace replays compiled
 def test_system_and_baseline(aquabolt):
     s = COMMITTED["system"]
     assert H.system_pim_cycles(aquabolt, 4096, 4096) == s["pim"]
