@@ -4,11 +4,13 @@ numba keeps a kernel's compiled code beside its source (`__pycache__`) or, under
 folder named by the source's absolute path, so a fresh clone or a new virtualenv compiles everything again
 (the DRAM core alone is about 20 s of CPU). What makes an entry valid is already in numba's index: a hash
 of the source file's content and numba's version stamp the index, and entries are keyed by signature and
-CPU. So this locator drops the absolute path: a kernel of `pimdsl/<dir>/<file>.py` is cached in
-`$PIMDSL_CACHE/numba/<dir>` (default `~/.cache/pimdsl/numba`), where an identical file anywhere finds it
-and an edited one misses and recompiles. Its stamp also hashes the package modules the file imports from
-(numba freezes a global such as an imported constant into the code, which numba's own stamp misses).
-NUMBA_CACHE_DIR, when set, still wins; an unwritable folder falls back to numba's own places.
+CPU. This locator names the folder by content instead: a kernel of `pimdsl/<dir>/<file>.py` is cached in
+`$PIMDSL_CACHE/numba/<dir>/<stamp>` (default `~/.cache/pimdsl/numba`), the stamp hashing the file and the
+package modules it imports from (numba freezes a global such as an imported constant into the code, which
+numba's own stamp misses). An identical source anywhere finds the entries; an edited one gets a folder
+of its own, so two versions compiling at once never write the same index and data files (about 1.6 MB
+per version of the DRAM core; deleting the folder is always safe). NUMBA_CACHE_DIR, when set, still wins;
+an unwritable folder falls back to numba's own places.
 
 Kernel modules take `njit` from here, so the locator is registered before their decorators run.
 """
@@ -29,9 +31,18 @@ __all__ = ["njit", "folder_for"]
 
 
 def folder_for(source: str | os.PathLike) -> Path:
-    """The cache folder of the kernels of `source`, a file inside the pimdsl package."""
+    """The cache folder of the kernels of `source`, a file inside the pimdsl package, as it is now."""
+    source = Path(source).resolve()
     root = Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "numba"
-    return root / Path(source).resolve().parent.relative_to(PACKAGE)
+    return root / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
+
+
+def stamp(source: Path) -> str:
+    """A hash of `source` and of the package files it imports from."""
+    h = hashlib.sha256()
+    for path in (source, *_imported_files(source)):
+        h.update(path.read_bytes())
+    return h.hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
@@ -52,11 +63,7 @@ class PackageCacheLocator(caching.InTreeCacheLocator):
         self._cache_path = str(folder_for(py_file))
 
     def get_source_stamp(self):
-        source = Path(self._py_file).resolve()
-        h = hashlib.sha256()
-        for path in (source, *_imported_files(source)):
-            h.update(path.read_bytes())
-        return h.hexdigest()
+        return stamp(Path(self._py_file).resolve())
 
     @classmethod
     def from_function(cls, py_func, py_file):

@@ -27,7 +27,7 @@ print(w.__file__, sum(w._loads.stats.cache_hits.values()), sum(w._loads.stats.ca
 
 def test_kernels_are_cached_under_the_users_pimdsl_cache():
     assert window_remap._loads._cache._cache_path == str(jit_cache.folder_for(window_remap.__file__))
-    assert jit_cache.folder_for(window_remap.__file__).parts[-2:] == ("numba", "sparsity")
+    assert jit_cache.folder_for(window_remap.__file__).parts[-3:-1] == ("numba", "sparsity")
 
 
 def test_a_second_clone_loads_the_first_ones_kernels_and_an_edit_recompiles(tmp_path):
