@@ -123,7 +123,9 @@ requests = st.lists(st.tuples(st.one_of(st.just(0), st.integers(0, 300)), st.boo
                     min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# 30 random mixes: every rule's delay and window are also checked one by one on every part
+# (test_dram_rules.py) and every standard's replays against its rules (test_dram_standards.py)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(reqs=[(0, False, b, 0) for b in range(16)], structure="transaction", page="open", scheduler="frfcfs")
 @given(reqs=requests, structure=st.sampled_from(["transaction", "per_bank"]),
        page=st.sampled_from(["open", "closed"]), scheduler=st.sampled_from(["fcfs", "frfcfs", "frfcfs_rowhit"]))

@@ -12,9 +12,9 @@ from pimdsl.cli.main import main
 from .conftest import ROOT, flatten
 
 # the phone systems rerun the workload for their host-only baseline (about 10 s each), the larger Hermes
-# NDP systems build their placement program and activation generator over every layer (5-10 s each):
-# CI's slow step
-HEAVY = ("pim_sherpa", "hermes_ndp")
+# NDP systems build their placement program and activation generator over every layer (5-10 s each), the
+# NeuPIMs systems beyond 7B run 7B's serving loop over more layers and devices (4-8 s each): CI's slow step
+HEAVY = ("pim_sherpa", "hermes_ndp", "neupims_gpt3_13b", "neupims_gpt3_30b", "neupims_gpt3_175b")
 SYSTEMS = [pytest.param(spec, marks=pytest.mark.slow) if any(h in spec for h in HEAVY) else spec
            for spec in sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "specs" / "systems").glob("*.pim"))]
 # keep each run to a second or two: few tokens; the serving systems at a small batch

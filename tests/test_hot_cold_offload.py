@@ -109,7 +109,7 @@ def test_fsm_and_rule_on_the_papers_trace():
     pred.update(0, np.array([True, False, True, False]))
     assert list(pred.states[0]) == [11, 9, 15, 0]
     # s1 + 6 * s2 > 15 with s2 = fired correlated neurons of the previous block
-    parents = np.array([[0, 0, 1, 2], [1, 2, 2, 3]], np.int32)
+    parents = np.array([[0, 0, 1, 2], [1, 2, 2, 3]], np.uint16)       # the generator's dtype
     pred = Predictor([np.zeros(2), np.zeros(4)], [None, parents])
     pred.states[1] = np.array([4, 9, 10, 15], np.uint8)
     previous = np.array([True, True, False, False])
@@ -128,8 +128,8 @@ def test_layer_only_mode_freezes_states():
 # ---- Algorithm 1 (Sec. IV-D) ---------------------------------------------------------------------
 
 def test_window_remap_hand_worked():
-    device = np.array([0, 0, 0, 0, 1, 2, 3, 3, -1])
-    activity = np.array([5, 3, 2, 1, 1, 0, 2, 1, 9])
+    device = np.array([0, 0, 0, 0, 1, 2, 3, 3, -1], np.int16)         # the loop's dtypes: one compiled copy
+    activity = np.array([5, 3, 2, 1, 1, 0, 2, 1, 9], np.int32)
     assert list(loads(device, activity, 4)) == [11, 1, 0, 3]        # the GPU neuron is not counted
     new, moves = remap(device, activity, 4)
     # pairs (DIMM 0, DIMM 2): gap 11, move the 5 -> 6 / 5; (DIMM 3, DIMM 1): gap 2, the 2 would
@@ -144,8 +144,8 @@ def test_window_remap_hand_worked():
 @given(seed=st.integers(0, 10_000), dimms=st.sampled_from([2, 4, 8]))
 def test_window_remap_never_widens_a_pair(seed, dimms):
     rng = np.random.default_rng(seed)
-    device = rng.integers(0, dimms, 200)
-    activity = rng.integers(0, 6, 200)
+    device = rng.integers(0, dimms, 200).astype(np.int16)
+    activity = rng.integers(0, 6, 200).astype(np.int32)
     before = loads(device, activity, dimms)
     new, _ = remap(device, activity, dimms)
     after = loads(new, activity, dimms)
@@ -221,7 +221,7 @@ def test_compiled_generator_step_equals_numpy(batch):
 @pytest.mark.parametrize("lam, threshold, step", [(6, 15, 4), (2, 7, 1), (6.0, 15.0, 3)])
 def test_compiled_predictor_equals_numpy(mode, lam, threshold, step):
     rng = np.random.default_rng(1)
-    parents = [None, rng.integers(0, 300, (2, 900)).astype(np.int32)]
+    parents = [None, rng.integers(0, 300, (2, 900)).astype(np.uint16)]
     pred = Predictor([rng.random(300), rng.random(900)], parents, lam, threshold, 10, step, 4, mode)
     states = [s.copy() for s in pred.states]
     for _ in range(20):

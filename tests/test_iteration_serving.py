@@ -182,10 +182,10 @@ def test_table3_parallelism(model, tp, pp):
 def test_pimc_run_json_and_timeline(run_pimc, tmp_path):
     out = tmp_path / "timeline.json"
     proc = run_pimc("run", str(SYSTEMS / "neupims_gpt3_7b.pim"), "--set", "mapping.strategy=neupims",
-                    "--set", "workload.batch=64", "--json", "--timeline", str(out))
+                    "--set", "workload.batch=16", "--json", "--timeline", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
-    assert report["strategy"] == "neupims" and report["batch"] == 64
+    assert report["strategy"] == "neupims" and report["batch"] == 16
     events = json.loads(out.read_text())["traceEvents"]
     tracks = {e["args"]["name"] for e in events if e.get("ph") == "M"}
     assert {"device", "iterations", "npu", "pim", "link"} <= tracks

@@ -108,7 +108,7 @@ _DRIVER = textwrap.dedent("""
                 item.module.CASES = [case]
 
     test = "tests/test_dram_validation.py::test_no_regression_against_the_references[%s-%s]" % case
-    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", test], plugins=[OneCase()]))
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-n", "0", test], plugins=[OneCase()]))   # one test: no workers
 """)
 
 

@@ -46,7 +46,7 @@ def run(args) -> int:
             print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
             return 0
         if default_engine(len(trace)) == "compiled" and not compiled_core_is_cached():
-            print("pimc dram: compiling the DRAM core once (a minute or more; cached for later runs)",
+            print("pimc dram: compiling the DRAM core once (about 20 s; cached for later runs)",
                   file=sys.stderr)
         result = replay(memory, trace, record_commands=bool(args.command_trace))
     except TraceError as exc:

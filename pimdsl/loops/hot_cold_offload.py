@@ -27,7 +27,7 @@ Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATE
 `sparse_switches` and the baseline functions. Activations come from `pimdsl.sparsity.activations`.
 
 The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
-Algorithm 1's walk) are compiled by numba and cached beside their modules: the first run after an
+Algorithm 1's walk) are compiled by numba and cached (jit_cache.py): the first run after an
 install or an edit of those files spends a few seconds compiling them, once.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit_cache import njit
 
 from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
@@ -358,13 +358,13 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
 def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
     """Online adjustment ([HERMES_NDP] Sec. IV-C-2): hot neurons (state > T_h) not on the GPU replace
     the GPU neurons of lowest state, while the newcomer's state is higher. Returns the swaps."""
-    swaps = adjust_compiled(pred.states[k], pred.hot_threshold, on_gpu)
+    swaps = adjust_compiled(pred.states[k], float(pred.hot_threshold), on_gpu)
     return swaps if swaps >= 0 else adjust_numpy(pred.states[k], pred.hot_threshold, on_gpu)
 
 
 def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
     """`adjust` in numpy: the statement the compiled common case is held to."""
-    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
+    cand, victims = off_and_on_gpu(state, float(hot_threshold), on_gpu)    # float: one compiled copy
     n = min(len(cand), len(victims))
     if n == 0:
         return 0

@@ -15,7 +15,7 @@ keeps the combined rule. A neuron's *hotness* for online adjustment (Sec. IV-C-2
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit_cache import njit
 
 MODES = ("combined", "token", "layer")
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from ..jit_cache import njit
 
 _GRID = np.linspace(-8.0, 8.0, 8193)
 _CDF = np.array([0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) for x in _GRID])

@@ -12,7 +12,7 @@ one, so the loop ends balanced without oscillating).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ..jit_cache import njit
 
 
 def loads(device: np.ndarray, activity: np.ndarray, dimms: int) -> np.ndarray:

@@ -16,12 +16,16 @@ one row of `cs`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
 from .tables import BANK, ChannelTables
 
 NEVER = 1 << 62
+# Starting values of variables later reassigned, typed int64 rather than literal: numba types a call
+# once per argument type it meets while inferring the caller, and a literal (0, NEVER, False) is a
+# type of its own, so each would compile another copy of the callee (and of everything it calls).
+NEVER64, ZERO64, ONE64 = np.int64(NEVER), np.int64(0), np.int64(1)
 TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
@@ -203,8 +207,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         cs[c, NEXT_DUE] = nd
     times = np.zeros(n_ch, np.int64)
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
-    head = 0
-    now = 0
+    head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
         # 1. offer eligible requests in trace order
         while head < n and arrival[head] <= now:
@@ -230,7 +233,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             if idle:
                 break
         # 2. the next event
-        t_next = NEVER
+        t_next = NEVER64
         for c in range(n_ch):
             _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
                     eligible, order, accepted, row, is_write, bank, level, span, cands)
@@ -432,8 +435,8 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     per_bank = P[P_PER_BANK] != 0
     no_act = cs[c, ACT2_BANK] >= 0
     # best candidate: (t, class, order, cmd, k, req)
-    bt, bcls, bord, bcmd, bk, breq = NEVER, 0, 0, -1, -1, -1
-    found = False
+    bt, bcls, bord, bcmd, bk, breq = NEVER64, ZERO64, ZERO64, -ONE64, -ONE64, -ONE64
+    found = np.bool_(False)
     refreshing = False
     for u in range(n_units):
         if not pending[c, u]:
@@ -484,8 +487,8 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
         if any_active:
             return False, 0, 0, 0
         return True, _earliest(T, next_at, base, P[P_PREA], k, now), P[P_PREA], k
-    found = False
-    bt, bb = 0, -1
+    found = np.bool_(False)
+    bt, bb = ZERO64, -ONE64
     for b in range(b0, b1):
         if open_row[c, b] < 0 or qlen[(c * 4 + AQ) * nb + b] > 0:
             continue

@@ -75,8 +75,8 @@ class ReplayResult:
         }
 
 
-# Loading the cached compiled core costs about 1.4 s (compiling it on a cold cache, a minute or
-# more); the Python engine replays about 38k requests/s. Below this many requests the Python engine
+# Loading the cached compiled core costs about 1.4 s (compiling it on a cold cache, about 20 s of
+# CPU); the Python engine replays about 38k requests/s. Below this many requests the Python engine
 # finishes first, so a small replay never waits for the compiled core.
 COMPILED_MIN_REQUESTS = 50_000
 
@@ -94,10 +94,10 @@ def default_engine(requests: int | None = None) -> str:
 
 
 def compiled_core_is_cached() -> bool:
-    """Has numba's cache (beside dram/core.py) got the compiled replay loop? If not, the first
-    compiled replay compiles it, which takes a minute or more."""
-    folder = Path(__file__).resolve().parent / "__pycache__"
-    return any(folder.glob("core.replay_core-*.nbi"))
+    """Has numba's cache (jit_cache.py) got the compiled replay loop? If not, the first compiled
+    replay compiles it, which takes about 20 s."""
+    from ...jit_cache import folder_for
+    return any(folder_for(Path(__file__).resolve().parent / "core.py").glob("core.replay_core-*.nbi"))
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
