@@ -18,8 +18,8 @@ cycle and when each refresh unit falls due.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from ...jit_cache import njit
 from .core import _earliest, _state_issue
 from .tables import BANK
 
