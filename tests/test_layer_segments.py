@@ -353,6 +353,19 @@ def test_grouped_query_attention_costs_less_by_the_graph(gpt3_7b, costs):
             == pytest.approx(qkv.dram_bytes + mha.dram_bytes - qkv_g.dram_bytes - mha_g.dram_bytes, rel=1e-12))
 
 
+def test_grouped_query_attention_on_pim_shares_the_rows_not_the_gemvs(gpt3_7b, costs):
+    # 8 query heads over 2 KV heads per device: the cache holds a quarter of the K and V rows, but
+    # each query head still needs its own GEMV over its group's rows, and the global buffer holds
+    # one row of query vectors (4 heads) or one 512-token chunk of one head's scores: the GWRITEs,
+    # headers and GEMVs of K.q and s.V are those of 8 query heads.
+    gqa = DeviceCosts(_system("neupims_gpt3_7b", ["gpt3_7b.kv_heads=8"]), SERVING_STRATEGIES["npu_pim_drb"])
+    mha = costs("npu_pim_drb")
+    assert gqa.kv_bytes_per_token() == mha.kv_bytes_per_token() / 4
+    seq = np.array([100, 600, 2048])
+    assert gqa.mha_seconds(seq) == pytest.approx(mha.mha_seconds(seq), rel=1e-12)
+    assert gqa.mha_issue_seconds(seq) == mha.mha_issue_seconds(seq)
+
+
 def test_the_serving_loop_serves_a_gated_model_slower():
     small = ["workload.batch=8", "workload.requests=16", "workload.dataset=alpaca"]
     plain = simulate(_system("neupims_gpt3_7b", small)).report

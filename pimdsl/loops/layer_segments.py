@@ -267,7 +267,10 @@ class DeviceCosts:
 
     def _mha_counts(self, seq_lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Algorithm 1's counts for each request (one channel, this device's heads): K.q GWRITEs,
-        K.q tiles, s.V GWRITEs (one per head and chunk of tokens) and s.V tiles."""
+        K.q tiles, s.V GWRITEs (one per head and chunk of tokens) and s.V tiles. Query heads, also
+        under grouped-query attention: the query heads of a group share their KV head's rows (the
+        cache holds kv_heads), but each runs its own GEMV, and the global buffer holds one row of
+        query vectors or one chunk of one head's scores, so the GWRITEs and tiles stay per query head."""
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
         seq = np.asarray(seq_lens, dtype=np.int64)
         score_gw = np.full_like(seq, -(-(self.heads * self.head_dim) // page))
