@@ -155,6 +155,55 @@ def test_channel_blocking_adds_the_scores_write_back(gpt3_7b):
     assert extra == pytest.approx(np.array([8, 16]) * row, rel=1e-12)
 
 
+# ---- the processor's PIM instruction issue (pim_issue_rate, blocked_gemv_issue) ------------
+
+PER_STEP = ["neupims_hbm.controller.pim_blocking=channel", "neupims_hbm.controller.blocked_gemv_issue=per_step"]
+
+
+def test_host_instructions_per_tile_by_hand(gpt3_7b):
+    fused = DeviceCosts(gpt3_7b, SERVING_STRATEGIES["npu_pim"]).tile_instructions
+    stepped = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim"]).tile_instructions
+    # K.q tile: PIM_HEADER + one GEMV per head of the row (4 x 128 FP16 in 1 KB); per step each
+    # GEMV is k = 128 / 16 = 8 COMP steps + its result read. s.V tile: PIM_HEADER + one GEMV of
+    # k = 512 / 16 = 32 steps. A GWRITE is one instruction; grouped activations and precharges
+    # are the controller's.
+    assert fused == {"score": 1 + 4, "attend": 1 + 1, "gwrite": 1}
+    assert stepped == {"score": 1 + 4 * (8 + 1), "attend": 1 + 32 + 1, "gwrite": 1}
+    # per-step issue is the blocked controller's: with dual row buffers the GEMV stays one instruction
+    drb = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim_drb"])
+    assert drb.tile_instructions == fused
+
+
+def test_blocked_attention_is_bound_by_instruction_issue(gpt3_7b):
+    # 256 requests of 512 tokens, 8 per channel, at one PIM instruction per 1 GHz cycle
+    seqs, chans = np.full(256, 512), np.arange(256) % 32
+    blocked = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim"])
+    # per request 2 K.q GWRITEs + 2 x 16 tiles x 37, 8 s.V GWRITEs + 8 x 4 tiles x 34
+    per_request = 2 + 32 * 37 + 8 + 32 * 34
+    assert blocked.mha_issue_seconds(seqs) == pytest.approx(256 * per_request / 1e9, rel=1e-12)
+    channel = 8 * float(blocked.mha_seconds(np.array([512]))[0])
+    assert blocked.mha_issue_seconds(seqs) > 4 * channel          # issue-bound, by far
+    softmax = blocked.layer(seqs, chans)[1].seconds - blocked.mha_issue_seconds(seqs)
+    assert 0 < softmax < 0.2 * channel                               # then softmax, blocked
+    # fused GEMVs (dual row buffers) leave the channels the bound: 256 x (10 + 64 + 32 x 2) < channel time
+    drb = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim_drb"])
+    assert drb.mha_issue_seconds(seqs) == pytest.approx(256 * (10 + 32 * 5 + 32 * 2) / 1e9, rel=1e-12)
+    assert drb.layer(seqs, chans)[1].seconds == pytest.approx(8 * float(drb.mha_seconds(np.array([512]))[0]))
+
+
+def test_no_issue_limit_without_a_rate(gpt3_7b):
+    free = DeviceCosts(_system("neupims_gpt3_7b", [*PER_STEP, "neupims_npu.pim_issue_rate=0"]),
+                       SERVING_STRATEGIES["npu_pim"])
+    assert free.mha_issue_seconds(np.full(256, 512)) == 0.0
+
+
+def test_issue_options_are_checked():
+    spec, diags = load_spec(str(SYSTEMS / "neupims_gpt3_7b.pim"), ["neupims_hbm.controller.blocked_gemv_issue=both"])
+    assert spec is None and "blocked_gemv_issue" in diags.render_all()
+    spec, diags = load_spec(str(SYSTEMS / "neupims_gpt3_7b.pim"), ["neupims_npu.pim_issue_rate=-1"])
+    assert spec is None and "pim_issue_rate" in diags.render_all()
+
+
 # ---- PIM tiles and Algorithm 1 (section 6.3) -------------------------------------------------
 
 @pytest.mark.parametrize("strategy", ["npu_pim", "npu_pim_drb"])
@@ -302,6 +351,19 @@ def test_grouped_query_attention_costs_less_by_the_graph(gpt3_7b, costs):
     assert mha_g.seconds <= mha.seconds and qkv_g.seconds < qkv.seconds
     assert (_graph_bytes(costs("npu_only"))[0] - _graph_bytes(gqa)[0]
             == pytest.approx(qkv.dram_bytes + mha.dram_bytes - qkv_g.dram_bytes - mha_g.dram_bytes, rel=1e-12))
+
+
+def test_grouped_query_attention_on_pim_shares_the_rows_not_the_gemvs(gpt3_7b, costs):
+    # 8 query heads over 2 KV heads per device: the cache holds a quarter of the K and V rows, but
+    # each query head still needs its own GEMV over its group's rows, and the global buffer holds
+    # one row of query vectors (4 heads) or one 512-token chunk of one head's scores: the GWRITEs,
+    # headers and GEMVs of K.q and s.V are those of 8 query heads.
+    gqa = DeviceCosts(_system("neupims_gpt3_7b", ["gpt3_7b.kv_heads=8"]), SERVING_STRATEGIES["npu_pim_drb"])
+    mha = costs("npu_pim_drb")
+    assert gqa.kv_bytes_per_token() == mha.kv_bytes_per_token() / 4
+    seq = np.array([100, 600, 2048])
+    assert gqa.mha_seconds(seq) == pytest.approx(mha.mha_seconds(seq), rel=1e-12)
+    assert gqa.mha_issue_seconds(seq) == mha.mha_issue_seconds(seq)
 
 
 def test_the_serving_loop_serves_a_gated_model_slower():

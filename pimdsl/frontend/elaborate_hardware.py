@@ -338,6 +338,7 @@ class HardwareBuilder:
             queue_structure=r.choice("queue_structure", ("transaction", "per_bank"), "transaction"),
             command_queue_depth=r.integer("command_queue_depth", 8),
             pim_blocking=r.choice("pim_blocking", ("serial", "channel"), "serial"),
+            blocked_gemv_issue=r.choice("blocked_gemv_issue", ("fused", "per_step"), "fused"),
             refresh_stagger=r.flag("refresh_stagger", False),
             precharge_for=r.choice("precharge_for", ("oldest", "any"), "oldest"),
             write_drain=r.choice("write_drain", ("watermark", "batch"), "watermark"),
@@ -489,7 +490,7 @@ class HardwareBuilder:
             vector_units=vu.integer("count", 1) if vu else 0,
             vector_width=vu.integer("width") if vu else 0,
             systolic_issue=sa.choice("issue", ("overlapped", "in_order"), "overlapped") if sa else "overlapped",
-            span=node.span)
+            span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0))
         for sub in (sa, vu):
             if sub is not None:
                 sub.finish()

@@ -120,6 +120,9 @@ class Controller:
     pim_blocking: str             # how a single-row-buffer PIM unit shares its channels with reads
                                   # and writes: serial (PIM phases run alone) or channel (a mode switch
                                   # per channel: PIM only on empty R/W queues, no R/W while PIM is queued)
+    # how the host issues a PIM GEMV to a channel-blocked unit: one instruction (`fused`), or one per
+    # k step plus one that reads the result back (`per_step`)
+    blocked_gemv_issue: str = field(default="fused", metadata={"json": "omit_default"})
     # which queued request may precharge a bank whose open row it misses: only the bank's oldest
     # (`oldest`), or any (`any`: Ramulator 2's FRFCFS derives every request's next command)
     precharge_for: str = field(default="oldest", metadata={"json": "omit_default"})
@@ -235,6 +238,9 @@ class Processor:
     vector_width: int
     systolic_issue: str           # overlapped (tiles pipelined under the weight stream) or in_order
     span: Span = field(compare=False, repr=False)
+    # PIM instructions the processor issues per clock cycle to all channels together (one
+    # instruction queue); 0: no limit
+    pim_issue_rate: int = field(default=0, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,9 @@ reads weights beside PIM work (dual row buffers and sub-batch interleaving), its
 divided by the read share `interleave.contention` measures (section 5.3: PIM commands first).
 With a single row buffer behind a controller with `pim_blocking = channel`, each request's
 attention also carries the write-back of its softmax scores between K.q and s.V on its channel,
-timed on the DRAM engine (`DeviceCosts.channel_blocked`). The mapping parameters `pipeline` and
+timed on the DRAM engine (`DeviceCosts.channel_blocked`). A processor with a `pim_issue_rate`
+issues every channel's PIM instructions from one queue, so a (sub-)batch's attention takes at
+least its instructions over that rate (`DeviceCosts.mha_issue_seconds`). The mapping parameters `pipeline` and
 `all_reduce` select how pp splits the work and whether the all-reduces cost anything
 (PIPELINE_SPLITS, ALL_REDUCES).
 """
@@ -53,7 +55,7 @@ from ..lowering.records import Kernel
 from ..ir.errors import CompileError
 from ..serving.channel_assignment import mha_tile_counts
 from .layer_work import LINEAR_KINDS, layer_segments
-from .pim_attention import attention_lets, attention_stream, scores_writeback, vector_banks
+from .pim_attention import attention_lets, attention_stream, host_instructions, scores_writeback, vector_banks
 
 
 @dataclass(frozen=True)
@@ -263,20 +265,58 @@ class DeviceCosts:
         rows = self.heads * attention_lets(m, "attn_context", seq, self.heads, self.head_dim)["chunks"]
         return (blocked - alone) / rows / m.part.clock_hz
 
+    def _mha_counts(self, seq_lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Algorithm 1's counts for each request (one channel, this device's heads): K.q GWRITEs,
+        K.q tiles, s.V GWRITEs (one per head and chunk of tokens) and s.V tiles. Query heads, also
+        under grouped-query attention: the query heads of a group share their KV head's rows (the
+        cache holds kv_heads), but each runs its own GEMV, and the global buffer holds one row of
+        query vectors or one chunk of one head's scores, so the GWRITEs and tiles stay per query head."""
+        page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
+        seq = np.asarray(seq_lens, dtype=np.int64)
+        score_gw = np.full_like(seq, -(-(self.heads * self.head_dim) // page))
+        score_tiles = -(-seq // self.banks) * score_gw
+        attend_gw = -(-seq // page) * self.heads
+        attend_tiles = -(-self.head_dim // self.banks) * attend_gw
+        return score_gw, score_tiles, attend_gw, attend_tiles
+
     def mha_seconds(self, seq_lens: np.ndarray) -> np.ndarray:
         """Algorithm 1 for each request (one channel, this device's heads), vectorised; behind a
         channel-blocked controller, plus the write-back of its scores rows (`channel_blocked`)."""
         t = self.tile_seconds
-        page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
-        e = self.heads * self.head_dim
-        seq = np.asarray(seq_lens, dtype=np.int64)
-        score_gw = -(-e // page)
-        score_tiles = -(-seq // self.banks) * score_gw
-        attend_gw = -(-seq // page) * self.heads
-        attend_tiles = -(-self.head_dim // self.banks) * attend_gw
+        score_gw, score_tiles, attend_gw, attend_tiles = self._mha_counts(seq_lens)
         writeback = attend_gw * self.writeback_seconds if self.channel_blocked else 0.0
         return ((score_gw + attend_gw) * t["gwrite"] + score_tiles * t["score"]
                 + attend_tiles * t["attend"] + writeback)
+
+    @cached_property
+    def tile_instructions(self) -> dict[str, float]:
+        """Host instructions per K.q tile, s.V tile and GWRITE, counted in the declared programs'
+        streams (`pim_attention.host_instructions`); a GEMV issued per step behind a channel-blocked
+        controller whose `blocked_gemv_issue = per_step`."""
+        m, d, banks = self.memory, self.head_dim, self.banks
+        per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+        count = lambda cls, kv, heads, gwrite=False: host_instructions(m, cls, kv, heads, d, gwrite, per_step)
+        hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
+        lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
+        dims = attention_lets(m, "attn_context", lanes_tok, 1, d)["dim_tiles"]
+        return {"score": count("attn_score", 2 * banks, hs) - count("attn_score", banks, hs),
+                "attend": (count("attn_context", lanes_tok, 2) - count("attn_context", lanes_tok, 1)) / dims,
+                "gwrite": count("attn_context", lanes_tok, 1, True) - count("attn_context", lanes_tok, 1)}
+
+    def mha_issue_seconds(self, seq_lens: np.ndarray) -> float:
+        """The time the processor takes to issue a (sub-)batch's PIM instructions at its
+        `pim_issue_rate` (all channels share one instruction queue: [NEUPIMS_SIM]
+        src/NeuPIMSystolicWS.cc, pim_ld_queue_cycle pops one PIM instruction a core cycle); 0
+        without a limit."""
+        p = self.processor
+        if not p.pim_issue_rate:
+            return 0.0
+        if not p.clock_hz:
+            _fail(self.system, f"processor '{p.name}' gives pim_issue_rate but no clock", "add clock = ...; to it")
+        n = self.tile_instructions
+        score_gw, score_tiles, attend_gw, attend_tiles = self._mha_counts(seq_lens)
+        total = ((score_gw + attend_gw) * n["gwrite"] + score_tiles * n["score"] + attend_tiles * n["attend"]).sum()
+        return float(total) / (p.pim_issue_rate * p.clock_hz)
 
     def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
@@ -358,7 +398,8 @@ class DeviceCosts:
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
-            pim_s = float(loads.max())
+            # the busiest channel, or the processor issuing every channel's instructions
+            pim_s = max(float(loads.max()), self.mha_issue_seconds(seq_lens))
             # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
             mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
             mha = Segment("mha", "pim", mha_s, pim_busy_s=float(loads.sum()))

@@ -1,14 +1,15 @@
 """PIM attention as the unit's declared programs run it: the K.q (`attn_score`) and s.V
 (`attn_context`) command streams of one channel, the names a program derives for a shape, the
-NPU's write-back of softmax scores between the two GEMVs, and the banks the attention vectors
-occupy. The serving loop's per-layer costs time these streams on the DRAM engine
+NPU's write-back of softmax scores between the two GEMVs, the instructions a host issues for a
+stream, and the banks the attention vectors occupy. The serving loop's per-layer costs time these streams on the DRAM engine
 (`loops/layer_segments.py`).
 """
 from __future__ import annotations
 
 from ..ir.commands import Command
 from ..ir.hardware import Memory
-from ..lowering.pim_program import environment, op_stream, place_of
+from ..lowering.pim_program import environment, expand, op_stream, place_of
+from ..lowering.stream import unroll
 
 
 def attention_shape(kv: int, heads: int, head_dim: int) -> dict:
@@ -45,6 +46,25 @@ def scores_writeback(memory: Memory, kv: int, heads: int, head_dim: int, channel
             for column in range(org.columns):
                 yield Command("WR", channel, row=at["row"], column=column, kind="npu", **place)
             yield Command("PRE", channel, kind="npu", **place)
+
+
+def host_instructions(memory: Memory, op_class: str, kv: int, heads: int, head_dim: int, gwrite: bool = False,
+                      per_step: bool = False) -> int:
+    """The instructions a host issues for one channel's stream: each PIM command but those that open
+    or close rows (the controller adds those around them), a GEMV one instruction or, `per_step`,
+    one per k step plus one that reads its result back (a command set without the fused GEMV:
+    [NEUPIMS_SIM] src/operations/NeuPIMSLogitSoftmax.cc, NeuPIMSAttend.cc issue PIM_COMP x k and
+    PIM_READRES to the Newton controller, one PIM_COMPS_READRES to NeuPIMs')."""
+    decls = {c.name: c for c in memory.pim.commands}
+    items = expand(memory, memory.pim.program(op_class), attention_shape(kv, heads, head_dim),
+                   values=True, params={"vectors": int(gwrite)})
+    count = 0
+    for c in unroll(items):
+        decl = decls.get(c.data.get("command", c.name))
+        if decl is None or decl.opens or decl.closes:
+            continue
+        count += c.data.get("k", 1) + 1 if per_step and decl.effect == "dot" else 1
+    return count
 
 
 def vector_banks(memory: Memory) -> int:

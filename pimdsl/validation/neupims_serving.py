@@ -34,17 +34,21 @@ TABLE4 = {"npu_only": {"npu": 12.3, "bandwidth": 67.6},               # [NEUPIMS
 # How the authors' simulator computes Fig. 12 ([NEUPIMS_SIM]; validation/reference/pim/
 # neupims_simulator.md), as spec options: each pipeline stage holds the full batch and no link is
 # modelled (mapping params), NPU GEMMs issue in order, and the NPU+PIM baseline's controller
-# switches each channel between PIM and reads/writes. Every grid point runs with these; a point's
+# switches each channel between PIM and reads/writes and takes each GEMV as k steps plus a result
+# read from the NPU (which issues one PIM instruction a cycle, the spec's). Every grid point runs with these; a point's
 # own overrides come after them, so a variant sets an option back.
 SIMULATOR = ("mapping.params.pipeline=full_batch", "mapping.params.all_reduce=none",
-             "neupims_npu.systolic_array.issue=in_order", "neupims_hbm.controller.pim_blocking=channel")
+             "neupims_npu.systolic_array.issue=in_order", "neupims_hbm.controller.pim_blocking=channel",
+             "neupims_hbm.controller.blocked_gemv_issue=per_step")
 # The physical model, the specs' defaults: pp micro-batches, ring all-reduces on the assumed 32 GB/s
 # link, GEMMs as the slower of the overlapped compute and weight stream, PIM phases run serially.
 PHYSICAL = ("mapping.params.pipeline=micro_batches", "mapping.params.all_reduce=ring",
-            "neupims_npu.systolic_array.issue=overlapped", "neupims_hbm.controller.pim_blocking=serial")
+            "neupims_npu.systolic_array.issue=overlapped", "neupims_hbm.controller.pim_blocking=serial",
+            "neupims_hbm.controller.blocked_gemv_issue=fused")
 # One option of SIMULATOR at a time set back to its physical value (30B, batch 256, ShareGPT).
 FLIPS = {"micro-batches": (PHYSICAL[0],), "ring all-reduce": (PHYSICAL[1],),
-         "overlapped GEMM issue": (PHYSICAL[2],), "serial PIM blocking": (PHYSICAL[3],)}
+         "overlapped GEMM issue": (PHYSICAL[2],), "serial PIM blocking": (PHYSICAL[3],),
+         "fused blocked GEMVs": (PHYSICAL[4],)}
 
 
 def report(model: str, strategy: str, batch: int, dataset: str, *overrides: str) -> dict:
