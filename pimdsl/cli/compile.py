@@ -116,7 +116,7 @@ def _write_step(program: Program, folder: str, args) -> dict:
         listing, first_of, counted = [], {}, {}
         for name, w in pim:                 # ops with the same stream shape are listed once
             same = None if args.unroll else first_of.setdefault(w.key, name)
-            lines = (timed_lines(memory, w.stream(0), name, w.key) if args.unroll
+            lines = (timed_lines(memory, w.placed(0), name, w.key) if args.unroll
                      else structured_lines(memory, w.stream(0), name))
             if w.key not in counted:        # same key, same stream shape: the same count
                 counted[w.key] = count_commands(w.stream(0))
