@@ -2,14 +2,15 @@
 
 `structured_lines` lists a stream as written: each loop once, with its trip
 count, and the commands of its first iteration indented below it (later
-iterations differ only in rows, columns and payloads). `timed_lines`
+iterations differ only in rows, columns and payloads). `timed_chunks`
 writes every placed command (PimWork.placed: no Loop or Command objects)
 with its exact issue cycle (each op from an idle device, as `pimc run`
-does), by one %-format per issue site. `request_lines` is the host kernels' weight traffic
-as DRAMsim3 requests. All are generators of text: a template streams them to
-disk in chunks of `CHUNK_LINES` lines (a template expression per line would
-cost more than timing the command). Ops of one stream shape (one key) have
-the same issue cycles, so `timed_lines` times each shape once per process.
+does), by one %-format per issue site. `request_lines` is the host
+kernels' weight traffic as DRAMsim3 requests. All are generators of text
+that a template streams to disk in chunks of lines (a template expression
+per line would cost more than timing the command). Ops of one stream shape
+(one key) have the same issue cycles, so `timed_chunks` times each shape
+once per process.
 """
 from __future__ import annotations
 
@@ -108,27 +109,28 @@ _CYCLES: dict[tuple, tuple] = {}           # (memory id, key) -> (memory, issue 
 MAX_CACHED_CYCLES = 50_000_000             # 400 MB of cycles at most
 
 
-def timed_lines(memory: Memory, placed: Iterable[tuple], op: str, key: tuple | None = None,
-                channel: int = 0) -> Iterator[str]:
-    """Every command of one channel's `placed` commands (PimWork.placed) with its exact issue
-    cycle. With `key` (the op's stream shape), the cycles are computed once for every op of that
-    shape."""
+def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | None = None,
+                 channel: int = 0) -> Iterator[str]:
+    """The lines of one channel's placed commands (PimWork.placed), each with its exact issue
+    cycle, a chunk of text per list of commands. With `key` (the op's stream shape), the cycles
+    are computed once for every op of that shape."""
     formats = _Formats(memory, channel, op)
     cached = _CYCLES.get((id(memory), key)) if key is not None else None
-    cycles = array("q")
-
-    def timed() -> Iterator[tuple]:
+    fresh = cached is None or cached[0] is not memory
+    if fresh:
         pim = memory.pim
         timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
-        for n, p in enumerate(placed):
-            cycle = timer.issue(to_command(p, channel), n)
-            cycles.append(cycle)
-            yield p, cycle
-
-    fresh = cached is None or cached[0] is not memory
-    for p, cycle in (timed() if fresh else zip(placed, cached[1])):
-        text, pick = formats[p[0]]
-        yield text % ((cycle,) + pick(p))
+        cycles = array("q")
+    done = 0
+    for chunk in placed:
+        if fresh:
+            cycles.extend([timer.issue(to_command(p, channel), done + n) for n, p in enumerate(chunk)])
+        lines = []
+        for p, cycle in zip(chunk, (cycles if fresh else cached[1])[done:done + len(chunk)]):
+            text, pick = formats[p[0]]
+            lines.append(text % ((cycle,) + pick(p)))
+        done += len(chunk)
+        yield "".join(lines)
     if fresh and key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
         _CYCLES[(id(memory), key)] = (memory, cycles)
 

@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass
-from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -50,8 +49,8 @@ import numpy as np
 from ..interpreter.dram.command_stream import CommandTimer
 from ..ir.commands import ESTIMATE_ARG, Command
 from ..ir.hardware import Memory
-from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, compiled,
-                              evaluate, names_in)
+from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError,
+                              evaluate, names_in, specialized)
 from ..ir.workload import DTYPE_BYTES
 from .stream import Item, Loop, unroll
 
@@ -85,21 +84,23 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
     """One channel's stream of `program` for an op of `shape`. With `values`, each command's
     `data` holds its effect arguments (reg, input, src, acc, output, ...) for the values executor."""
     ex = _Expansion(memory, program, shape, channel, first_row, params)
-    return ex.items(program.body, ex.start(), op, values)
+    return ex.items(ex.root, ex.start(), op, values)
 
 
 def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
-           params: dict | None = None, times: int = 1) -> Iterator[tuple]:
+           params: dict | None = None, times: int = 1) -> Iterator[list[tuple]]:
     """The same commands as `unroll(expand(...))` (the whole stream `times` over), as placed
-    tuples (PLACED) built in program order with no Loop or Command objects: what a text trace
-    or a timer that wants every command needs."""
+    tuples (PLACED) built in program order with no Loop or Command objects, in lists of about
+    CHUNK or more: what a text trace or a timer that wants every command needs."""
     ex = _Expansion(memory, program, shape, channel, first_row, params)
     out: list[tuple] = []
     for _ in range(times):
-        for _ in ex.chunks(program.body, ex.start(), out):
-            yield from out
+        for _ in ex.chunks(ex.root, ex.start(), out):
+            chunk = out.copy()
             out.clear()
-    yield from out
+            yield chunk
+    if out:
+        yield out
 
 
 # A placed command: its issue site, then its places and the cycles it announces, the order of
@@ -131,13 +132,20 @@ class Site:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class _Body:
+    sites: tuple              # Site, _LetSite and _LoopSite, in program order
+    announces: bool           # a command of its own heads work (an estimate): walked whole, never cut
+    nested: bool              # it holds loops
+    flat: bool                # it holds commands only, none announcing
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class _LoopSite:
     var: str
     count: object             # trip count, a function of env
     periodic: bool            # the body's command shape reads the loop variable: period = trip count
-    body: tuple               # the loop's statements
+    body: _Body
     binds: bool               # its body binds lets: each iteration gets a scope of its own
-    nested: bool              # its body holds loops
     captures: bool            # a let follows it in its own body: its (lazy) iterations keep the env of the loop
 
 
@@ -153,7 +161,8 @@ CHUNK = 4096                  # placed commands `placed` builds before it hands 
 class _Expansion:
     """One op's program on one channel, walked as a structured stream (`items`: Loops and
     Commands, lazily) or as placed commands in order (`chunks`); both from the same statement
-    sites, each worked out once (its command's names, argument and place functions)."""
+    sites, each worked out once (its command's names, argument and place functions, with the
+    names no statement binds taken as constants)."""
 
     def __init__(self, memory: Memory, program: PimProgram, shape: dict, channel: int, first_row: int,
                  params: dict | None):
@@ -161,39 +170,42 @@ class _Expansion:
         self.decls = {c.name: c for c in memory.pim.commands}
         self.announcing = {name for name, d in self.decls.items() if ESTIMATE_ARG in d.args}
         self.env = environment(memory, program, shape, channel, first_row, params)
-        self.sites: dict[int, tuple] = {}      # id(statements) -> their sites
+        bound = _bound(program.body)
+        self.constants = {k: v for k, v in self.env.items() if k not in bound}
+        self.root = self.body(program.body)
 
     def start(self) -> dict:
         return dict(self.env)      # lets bind into the walk's scope: each walk gets its own
 
-    def body(self, stmts: tuple) -> tuple:
-        """The sites of a body's statements (`stmts` is part of the program: its id stays its own)."""
-        sites = self.sites.get(id(stmts))
-        if sites is None:
-            sites = self.sites[id(stmts)] = tuple(self._site(s, stmts[i + 1:]) for i, s in enumerate(stmts))
-        return sites
+    def function(self, expr):
+        return specialized(expr, self.constants)
+
+    def body(self, stmts: tuple) -> _Body:
+        sites = tuple(self._site(s, stmts[i + 1:]) for i, s in enumerate(stmts))
+        announces = any(type(s) is Site and s.announces for s in sites)
+        return _Body(sites, announces, any(type(s) is _LoopSite for s in sites),
+                     not announces and all(type(s) is Site for s in sites))
 
     def _site(self, stmt, rest: tuple):
         if type(stmt) is Let:
-            return _LetSite(stmt.name, partial(evaluate, stmt.expr))
+            return _LetSite(stmt.name, self.function(stmt.expr))
         if type(stmt) is For:
-            return _LoopSite(stmt.var, compiled(stmt.count), _shape_depends_cached(stmt), stmt.body,
-                             any(type(s) is Let for s in stmt.body), any(type(s) is For for s in stmt.body),
-                             any(type(s) is Let for s in rest))
+            return _LoopSite(stmt.var, self.function(stmt.count), _shape_depends_cached(stmt), self.body(stmt.body),
+                             any(type(s) is Let for s in stmt.body), any(type(s) is Let for s in rest))
         decl = self.decls.get(stmt.command)
         effect = decl.effect if decl is not None else "none"
         name = decl.issued_as if decl is not None and decl.issued_as else stmt.command
-        args = tuple((n, compiled(e)) for n, e in stmt.args)
+        args = tuple((n, self.function(e)) for n, e in stmt.args)
         given = dict(args)                               # a repeated argument: the last one counts
         return Site(name, stmt.command.lower() if effect == "none" else effect, stmt.command, args,
                     tuple(given.get(n, _zero) for n in PLACE_ARGS), name in self.announcing,
                     self.memory.organization.banks_per_group)
 
     # ---- structured: Loops and Commands --------------------------------------------------------
-    def items(self, stmts: tuple, env: dict, op: str, values: bool) -> list[Item]:
+    def items(self, body: _Body, env: dict, op: str, values: bool) -> list[Item]:
         # `env` is the caller's fresh scope: lets may bind into it without a copy
         out: list[Item] = []
-        for site in self.body(stmts):
+        for site in body.sites:
             if type(site) is Site:
                 out.append(self.command(site, env, values))
             elif type(site) is _LetSite:
@@ -233,21 +245,23 @@ class _Expansion:
                 out.append(site.at(env))
             elif type(site) is _LetSite:
                 env[site.name] = site.value(env)
+            elif site.body.flat:         # commands only: no call per iteration
+                out.extend([s.at(scope) for scope in _scopes(site, env) for s in site.body.sites])
             else:
+                inner = site.body.sites
                 for scope in _scopes(site, env):
-                    self.fill(self.body(site.body), scope, out)
+                    self.fill(inner, scope, out)
         for i in marks:                  # the work it heads: the rest of its body, nested loops included
             out[i] = out[i][:7] + (estimate(self.memory, [to_command(p, 0) for p in out[i:]]),)
 
-    def chunks(self, stmts: tuple, env: dict, out: list) -> Iterator[None]:
+    def chunks(self, body: _Body, env: dict, out: list) -> Iterator[None]:
         """`fill`, pausing whenever `out` holds CHUNK placed commands or more (between iterations of
-        loops that hold loops; a body with an announcing command is filled whole)."""
-        sites = self.body(stmts)
-        if any(type(s) is Site and s.announces for s in sites):
-            self.fill(sites, env, out)
+        loops that hold loops)."""
+        if body.announces:
+            self.fill(body.sites, env, out)
             return
-        for site in sites:
-            if type(site) is _LoopSite and site.nested:
+        for site in body.sites:
+            if type(site) is _LoopSite and site.body.nested:
                 for scope in _scopes(site, env):
                     yield from self.chunks(site.body, scope, out)
                     if len(out) >= CHUNK:
@@ -259,15 +273,26 @@ class _Expansion:
 def _scopes(site: _LoopSite, env: dict) -> Iterator[dict]:
     """The scope of each iteration of a loop: a fresh one when its body binds lets (as `items`
     gives), else one dict with the loop variable updated."""
-    var = site.var
+    var, count = site.var, max(0, int(site.count(env)))
     if site.binds:
-        for i in range(max(0, int(site.count(env)))):
+        for i in range(count):
             yield {**env, var: i}
         return
     scope = dict(env)
-    for i in range(max(0, int(site.count(env)))):
+    for i in range(count):
         scope[var] = i
         yield scope
+
+
+def _bound(stmts: tuple) -> set[str]:
+    """The names the statements bind (lets and loop variables, nested ones included)."""
+    names = set()
+    for s in stmts:
+        if type(s) is Let:
+            names.add(s.name)
+        elif type(s) is For:
+            names |= {s.var} | _bound(s.body)
+    return names
 
 
 def _zero(env) -> int:
@@ -323,7 +348,8 @@ def op_stream(memory: Memory, op_class: str, shape: dict, channel: int = 0, firs
     program = memory.pim.program(op_class) if memory.pim is not None else None
     if program is None:
         raise ProgramError(f"memory '{memory.name}' has no PIM program for {op_class}")
-    return (to_command(p, channel) for p in placed(memory, program, shape, channel, first_row, params))
+    return (to_command(p, channel) for chunk in placed(memory, program, shape, channel, first_row, params)
+            for p in chunk)
 
 
 def place_of(memory: Memory, program: PimProgram, shape: dict, tensor: str, index: tuple[int, ...],

@@ -58,7 +58,7 @@ class PimWork:
     family: str                    # program: the unit's declared program, expanded
     stream: Callable[[int], list]  # channel -> items (commands and loops)
     key: tuple
-    placed: Callable[[int], Iterator[tuple]]   # channel -> placed commands, in order
+    placed: Callable[[int], Iterator[list]]   # channel -> placed commands, in order, in lists
 
     def to_json(self) -> dict:
         return {"op": self.op, "memory": self.memory, "family": self.family, "key": list(self.key)}
