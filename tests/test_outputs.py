@@ -174,3 +174,12 @@ def test_gzip_writes_the_same_lines_compressed_and_reproducibly(tmp_path, capsys
         # the deflate body depends on the bytes alone
         assert zipped[4:8] == bytes(4) and not zipped[3] & 0x08
         assert not (tmp_path / "z1" / name).exists()
+
+
+def test_the_unrolled_trace_keeps_its_bytes(tmp_path, capsys):
+    """The one-layer phone's every-command trace (81,150 timed commands, 5.5 MB) is byte for byte
+    what it was before the text path stopped building Command objects (issue 21)."""
+    import hashlib
+    assert compile_to(tmp_path / "u", "--unroll") == 0
+    text = (tmp_path / "u" / "decode" / "commands.txt").read_bytes()
+    assert hashlib.sha256(text).hexdigest() == "943b00ba40fa2cfd218c7b91bc3c958f27e6339915ba1bb848a080007ca10bcb"

@@ -25,7 +25,7 @@ import sys
 from collections import Counter
 
 from ..emit.atomic import atomic_folder
-from ..emit.streams import chunks, request_lines, structured_lines, timed_lines
+from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
 from ..loops.step_run import compile_step, memory_bytes
@@ -116,12 +116,12 @@ def _write_step(program: Program, folder: str, args) -> dict:
         listing, first_of, counted = [], {}, {}
         for name, w in pim:                 # ops with the same stream shape are listed once
             same = None if args.unroll else first_of.setdefault(w.key, name)
-            lines = (timed_lines(memory, w.stream(0), name, w.key) if args.unroll
-                     else structured_lines(memory, w.stream(0), name))
+            text = (timed_chunks(memory, w.placed(0), name, w.key) if args.unroll
+                    else chunks(structured_lines(memory, w.stream(0), name)))
             if w.key not in counted:        # same key, same stream shape: the same count
                 counted[w.key] = count_commands(w.stream(0))
             listing.append({"name": name, "commands": counted[w.key],
-                            "same_as": same if same != name else None, "chunks": chunks(lines)})
+                            "same_as": same if same != name else None, "chunks": text})
         info["pim_commands"] = sum(op["commands"] for op in listing)
         write_atomic(os.path.join(folder, "commands.txt" + gz), "commands.txt.j2", system=program.system.name,
                      phase=program.phase, memory=memory.name, tck_ns=memory.part.tck_s * 1e9,

@@ -2,25 +2,29 @@
 
 `structured_lines` lists a stream as written: each loop once, with its trip
 count, and the commands of its first iteration indented below it (later
-iterations differ only in rows, columns and payloads). `timed_lines`
-unrolls every command and times it exactly (each op from an idle device,
-as `pimc run` does). `request_lines` is the host kernels' weight traffic
-as DRAMsim3 requests. All are generators of text: a template streams them to
-disk in chunks of `CHUNK_LINES` lines (a template expression per line would
-cost more than timing the command). Ops of one stream shape (one key) have
-the same issue cycles, so `timed_lines` times each shape once per process.
+iterations differ only in rows, columns and payloads). `timed_chunks`
+writes every placed command (PimWork.placed: no Loop or Command objects)
+with its exact issue cycle (each op from an idle device, as `pimc run`
+does), by one %-format per issue site. `request_lines` is the host
+kernels' weight traffic as DRAMsim3 requests. All are generators of text
+that a template streams to disk in chunks of lines (a template expression
+per line would cost more than timing the command). Ops of one stream shape
+(one key) have the same issue cycles, so `timed_chunks` times each shape
+once per process.
 """
 from __future__ import annotations
 
 from array import array
 from itertools import islice
+from operator import itemgetter
 from typing import Iterable, Iterator
 
 from ..interpreter.dram.command_stream import CommandTimer
 from ..ir.commands import Command
 from ..interpreter.op_timing import refresh_policy
 from ..ir.hardware import Memory
-from ..lowering.stream import Loop, unroll
+from ..lowering.pim_program import PLACED, to_command
+from ..lowering.stream import Loop
 
 
 # the Command field each declared argument shows (others show "-")
@@ -46,18 +50,44 @@ def chunks(lines: Iterable[str]) -> Iterator[str]:
         yield chunk
 
 
-def _line(decls, c: Command, cycle, depth: int, op: str) -> str:
-    """`cycle channel scope rank bank_group bank row column command arguments kind op` (the
-    column header of codegen/commands.txt.j2)."""
-    d = decls.get(c.name)
-    scope, args = ("-", "-") if d is None else \
-        (d[0], " ".join([f"{a}={getattr(c, f) if f else '-'}" for a, f in d[1]]) or "-")
-    return (f"{'  ' * depth}{'-' if cycle is None else cycle} {c.channel} {scope} {c.rank} "
-            f"{c.bank_group} {c.bank} {c.row} {c.column} {c.name} {args} {c.kind or '-'} {op}\n")
+def _format(decls, name: str, kind: str, channel: int, op: str, depth: int = 0) -> tuple[str, itemgetter]:
+    """The %-format of a command's line, `cycle channel scope rank bank_group bank row column
+    command arguments kind op` (the column header of codegen/commands.txt.j2), and the getter of
+    the values after the cycle from a placed command (lowering/pim_program.PLACED)."""
+    d = decls.get(name)
+    scope, args = ("-", ()) if d is None else d
+    text = " ".join(f"{_escaped(a)}=" + ("%s" if f else "-") for a, f in args) or "-"
+    fields = (_PLACED[f] for a, f in args if f)
+    return (f"{'  ' * depth}%s {channel} {_escaped(scope)} %s %s %s %s %s {_escaped(name)} {text} "
+            f"{_escaped(kind or '-')} {_escaped(op)}\n", itemgetter(2, 3, 4, 5, 6, *fields))
+
+
+_PLACED = {f: PLACED.index(f) for f in set(_ARG_FIELDS.values())}
+
+
+def _escaped(text: str) -> str:
+    return text.replace("%", "%%")
+
+
+class _Formats(dict):
+    """Issue site -> its line's format and getter (`_format`), worked out at its first command."""
+
+    def __init__(self, memory: Memory, channel: int, op: str):
+        super().__init__()
+        self.decls, self.channel, self.op = _decls(memory), channel, op
+
+    def __missing__(self, site):
+        entry = self[site] = _format(self.decls, site.name, site.kind, self.channel, self.op)
+        return entry
 
 
 def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator[str]:
     decls = _decls(memory)
+
+    def line(c: Command, depth: int) -> str:
+        text, pick = _format(decls, c.name, c.kind, c.channel, op, depth)
+        return text % (("-",) + pick((None, c.pseudo_channel, c.rank, c.bank_group, c.bank, c.row, c.column,
+                                       c.estimate)))
 
     def walk(items, depth):
         for item in items:
@@ -71,7 +101,7 @@ def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator
                 yield f"{'  ' * depth}repeat {item.count} ({item.label}):\n"
                 yield from walk(item.body(0), depth + 1)
             else:
-                yield _line(decls, item, None, depth, op)
+                yield line(item, depth)
     yield from walk(items, depth)
 
 
@@ -79,23 +109,29 @@ _CYCLES: dict[tuple, tuple] = {}           # (memory id, key) -> (memory, issue 
 MAX_CACHED_CYCLES = 50_000_000             # 400 MB of cycles at most
 
 
-def timed_lines(memory: Memory, items, op: str, key: tuple | None = None) -> Iterator[str]:
-    """Every command of `items` with its exact issue cycle. With `key` (the op's stream shape),
-    the cycles are computed once for every op of that shape."""
-    decls = _decls(memory)
+def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | None = None,
+                 channel: int = 0) -> Iterator[str]:
+    """The lines of one channel's placed commands (PimWork.placed), each with its exact issue
+    cycle, a chunk of text per list of commands. With `key` (the op's stream shape), the cycles
+    are computed once for every op of that shape."""
+    formats = _Formats(memory, channel, op)
     cached = _CYCLES.get((id(memory), key)) if key is not None else None
-    if cached is not None and cached[0] is memory:
-        for c, cycle in zip(unroll(items), cached[1]):
-            yield _line(decls, c, cycle, 0, op)
-        return
-    pim = memory.pim
-    timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
-    cycles = array("q")
-    for n, c in enumerate(unroll(items)):
-        cycle = timer.issue(c, n)
-        cycles.append(cycle)
-        yield _line(decls, c, cycle, 0, op)
-    if key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
+    fresh = cached is None or cached[0] is not memory
+    if fresh:
+        pim = memory.pim
+        timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
+        cycles = array("q")
+    done = 0
+    for chunk in placed:
+        if fresh:
+            cycles.extend([timer.issue(to_command(p, channel), done + n) for n, p in enumerate(chunk)])
+        lines = []
+        for p, cycle in zip(chunk, (cycles if fresh else cached[1])[done:done + len(chunk)]):
+            text, pick = formats[p[0]]
+            lines.append(text % ((cycle,) + pick(p)))
+        done += len(chunk)
+        yield "".join(lines)
+    if fresh and key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
         _CYCLES[(id(memory), key)] = (memory, cycles)
 
 

@@ -72,6 +72,29 @@ def compiled(expr: Expr):
     return entry[1]
 
 
+def specialized(expr: Expr, constants: dict):
+    """`expr` as a function of the environment, the names of `constants` taken as those values:
+    every subexpression of constants alone is computed once here (one that fails, a division by
+    zero, is left to fail when it runs), so a divisor known here needs no check."""
+    return _closure(_folded(expr, constants))
+
+
+def _folded(expr: Expr, constants: dict) -> Expr:
+    if isinstance(expr, Name):
+        return Num(constants[expr.name]) if expr.name in constants else expr
+    if isinstance(expr, Num):
+        return expr
+    args = tuple(_folded(a, constants) for a in expr.args)
+    folded = Apply(expr.op, args, expr.span)
+    if all(isinstance(a, Num) for a in args):
+        try:
+            value = _closure(folded)({})
+        except (ProgramError, ArithmeticError):
+            return folded
+        return Num(int(value) if isinstance(value, np.integer) else value)
+    return folded
+
+
 # Each expression becomes a tree of closures once (expanders evaluate the same few expressions
 # for every command of a stream), never Python source: nothing is eval-ed.
 _COMPILED: dict[int, tuple] = {}
@@ -92,6 +115,9 @@ def _closure(expr: Expr):
         divisor = expr.args[1]
         if isinstance(divisor, Num) and divisor.value != 0:       # a constant divisor needs no check
             value = divisor.value
+            if isinstance(expr.args[0], Name):                    # the commonest: a loop variable / constant
+                name = expr.args[0].name
+                return lambda env: fn(env[name], value)
             return lambda env: fn(a(env), value)
         span, op = expr.span, expr.op
 

@@ -21,6 +21,13 @@ it heads (ir/commands.py): the expander gives it the cycles from
 it to the end of its enclosing body, that stretch timed alone by the spec's
 rules (fresh timer, no refresh), once per command shape.
 
+`placed(...)` walks the same program in order into placed tuples (PLACED:
+the issue site and the command's places), building no Loop or Command: all
+that a text trace or a timer of every command needs. Both walks share each
+statement's site (names, argument and place functions), worked out once per
+expansion, and give a loop the scope of the point where it stands (a later
+`let` of its body does not reach it).
+
 A program's top-level `let`s are its parameters: `expand(..., params=)` sets
 any of them by name instead of its declared expression.
 
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
+from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
@@ -41,8 +49,8 @@ import numpy as np
 from ..interpreter.dram.command_stream import CommandTimer
 from ..ir.commands import ESTIMATE_ARG, Command
 from ..ir.hardware import Memory
-from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError, compiled,
-                              evaluate, names_in)
+from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProgram, ProgramError,
+                              evaluate, names_in, specialized)
 from ..ir.workload import DTYPE_BYTES
 from .stream import Item, Loop, unroll
 
@@ -75,69 +83,216 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
            op: str = "", values: bool = False, params: dict | None = None) -> list[Item]:
     """One channel's stream of `program` for an op of `shape`. With `values`, each command's
     `data` holds its effect arguments (reg, input, src, acc, output, ...) for the values executor."""
-    decls = {c.name: c for c in memory.pim.commands}
-    org = memory.organization
-    env = environment(memory, program, shape, channel, first_row, params)
-    announcing = {name for name, d in decls.items() if ESTIMATE_ARG in d.args}
-    issues: dict[int, tuple] = {}          # id(Issue) -> what a command of it needs, worked out once
+    ex = _Expansion(memory, program, shape, channel, first_row, params)
+    return ex.items(ex.root, ex.start(), op, values)
 
-    banks_per_group = org.banks_per_group
 
-    def prepared(stmt: Issue) -> tuple:
-        """What every command of one issue site needs, worked out once: its bus name and kind, and
-        one function per Command place field (0 when the issue does not give it)."""
-        decl = decls.get(stmt.command)
+def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
+           params: dict | None = None, times: int = 1) -> Iterator[list[tuple]]:
+    """The same commands as `unroll(expand(...))` (the whole stream `times` over), as placed
+    tuples (PLACED) built in program order with no Loop or Command objects, in lists of about
+    CHUNK or more: what a text trace or a timer that wants every command needs."""
+    ex = _Expansion(memory, program, shape, channel, first_row, params)
+    out: list[tuple] = []
+    for _ in range(times):
+        for _ in ex.chunks(ex.root, ex.start(), out):
+            chunk = out.copy()
+            out.clear()
+            yield chunk
+    if out:
+        yield out
+
+
+# A placed command: its issue site, then its places and the cycles it announces, the order of
+# Command's fields from pseudo_channel on (to_command).
+PLACED = ("site", "pseudo_channel", "rank", "bank_group", "bank", "row", "column", "estimate")
+
+
+def to_command(p: tuple, channel: int, data=None) -> Command:
+    site = p[0]
+    return Command(site.name, channel, p[1], p[2], p[3], p[4], p[5], p[6], site.kind, data, p[7])
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Site:
+    """What every command of one issue statement needs, worked out once per expansion."""
+    name: str                 # on the bus: the part's command when `issued_as`, else its own
+    kind: str                 # the declared effect, or the lower-cased name for effect `none`
+    command: str              # the unit's command the program issues
+    args: tuple               # (argument, function of env), in source order
+    place: tuple              # one function of env per PLACE_ARGS (0 when not given)
+    announces: bool           # carries an `estimate` of the work it heads
+    banks_per_group: int
+
+    def at(self, env: dict) -> tuple:
+        """This site's placed command (PLACED) under `env`."""
+        pc, rank, bank, row, column = self.place
+        bank_group, b = divmod(bank(env), self.banks_per_group)
+        return (self, pc(env), rank(env), bank_group, b, row(env), column(env), 0)
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class _Body:
+    sites: tuple              # Site, _LetSite and _LoopSite, in program order
+    announces: bool           # a command of its own heads work (an estimate): walked whole, never cut
+    nested: bool              # it holds loops
+    flat: bool                # it holds commands only, none announcing
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class _LoopSite:
+    var: str
+    count: object             # trip count, a function of env
+    periodic: bool            # the body's command shape reads the loop variable: period = trip count
+    body: _Body
+    binds: bool               # its body binds lets: each iteration gets a scope of its own
+    captures: bool            # a let follows it in its own body: its (lazy) iterations keep the env of the loop
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class _LetSite:
+    name: str
+    value: object             # function of env
+
+
+CHUNK = 4096                  # placed commands `placed` builds before it hands them on (at least)
+
+
+class _Expansion:
+    """One op's program on one channel, walked as a structured stream (`items`: Loops and
+    Commands, lazily) or as placed commands in order (`chunks`); both from the same statement
+    sites, each worked out once (its command's names, argument and place functions, with the
+    names no statement binds taken as constants)."""
+
+    def __init__(self, memory: Memory, program: PimProgram, shape: dict, channel: int, first_row: int,
+                 params: dict | None):
+        self.memory, self.channel = memory, channel
+        self.decls = {c.name: c for c in memory.pim.commands}
+        self.announcing = {name for name, d in self.decls.items() if ESTIMATE_ARG in d.args}
+        self.env = environment(memory, program, shape, channel, first_row, params)
+        bound = _bound(program.body)
+        self.constants = {k: v for k, v in self.env.items() if k not in bound}
+        self.root = self.body(program.body)
+
+    def start(self) -> dict:
+        return dict(self.env)      # lets bind into the walk's scope: each walk gets its own
+
+    def function(self, expr):
+        return specialized(expr, self.constants)
+
+    def body(self, stmts: tuple) -> _Body:
+        sites = tuple(self._site(s, stmts[i + 1:]) for i, s in enumerate(stmts))
+        announces = any(type(s) is Site and s.announces for s in sites)
+        return _Body(sites, announces, any(type(s) is _LoopSite for s in sites),
+                     not announces and all(type(s) is Site for s in sites))
+
+    def _site(self, stmt, rest: tuple):
+        if type(stmt) is Let:
+            return _LetSite(stmt.name, self.function(stmt.expr))
+        if type(stmt) is For:
+            return _LoopSite(stmt.var, self.function(stmt.count), _shape_depends_cached(stmt), self.body(stmt.body),
+                             any(type(s) is Let for s in stmt.body), any(type(s) is Let for s in rest))
+        decl = self.decls.get(stmt.command)
         effect = decl.effect if decl is not None else "none"
         name = decl.issued_as if decl is not None and decl.issued_as else stmt.command
-        kind = stmt.command.lower() if effect == "none" else effect
-        args = tuple((n, compiled(e)) for n, e in stmt.args)
+        args = tuple((n, self.function(e)) for n, e in stmt.args)
         given = dict(args)                               # a repeated argument: the last one counts
-        place = tuple(given.get(n, _zero) for n in PLACE_ARGS)
-        entry = issues[id(stmt)] = (name, kind, args, name != stmt.command, place)
-        return entry
+        return Site(name, stmt.command.lower() if effect == "none" else effect, stmt.command, args,
+                    tuple(given.get(n, _zero) for n in PLACE_ARGS), name in self.announcing,
+                    self.memory.organization.banks_per_group)
 
-    def command(stmt: Issue, env: dict) -> Command:
-        name, kind, args, renamed, (pc, rank, bank, row, column) = issues.get(id(stmt)) or prepared(stmt)
-        if not values:                                   # only the places: no per-command dict
-            bank_group, b = divmod(bank(env), banks_per_group)
-            return Command(name, channel, pc(env), rank(env), bank_group, b, row(env), column(env), kind)
-        a = {n: f(env) for n, f in args}
-        bank_group, b = divmod(a.get("bank", 0), banks_per_group)
-        data = {k: v for k, v in a.items() if k not in PLACE_ARGS}
-        if renamed:                                      # on the bus an ordinary DRAM command, timed as one
-            data["command"] = stmt.command
-        return Command(name, channel, a.get("pseudo_channel", 0), a.get("rank", 0), bank_group, b,
-                       a.get("row", 0), a.get("column", 0), kind, data)
-
-    def items(body: tuple, env: dict) -> list[Item]:
-        # `env` is the caller's fresh dict (environment() or a loop body's {**env, var: i}): lets
-        # may bind into it without a copy
+    # ---- structured: Loops and Commands --------------------------------------------------------
+    def items(self, body: _Body, env: dict, op: str, values: bool) -> list[Item]:
+        # `env` is the caller's fresh scope: lets may bind into it without a copy
         out: list[Item] = []
-        for stmt in body:
-            if type(stmt) is Issue:
-                out.append(command(stmt, env))
-            elif type(stmt) is Let:
-                env[stmt.name] = evaluate(stmt.expr, env)
+        for site in body.sites:
+            if type(site) is Site:
+                out.append(self.command(site, env, values))
+            elif type(site) is _LetSite:
+                env[site.name] = site.value(env)
             else:
-                out.append(loop(stmt, env))
-        if announcing:
+                out.append(self.loop(site, env, op, values))
+        if self.announcing:
             for i, c in enumerate(out):
-                if isinstance(c, Command) and c.name in announcing:
-                    out[i] = dataclasses.replace(c, estimate=estimate(memory, out[i:]))
+                if isinstance(c, Command) and c.name in self.announcing:
+                    out[i] = dataclasses.replace(c, estimate=estimate(self.memory, list(unroll(out[i:]))))
         return out
 
-    fors: dict[int, tuple] = {}            # id(For) -> its trip-count function and shape dependence
+    def command(self, site: Site, env: dict, values: bool) -> Command:
+        if not values:                                   # only the places: no per-command dict
+            return to_command(site.at(env), self.channel)
+        data = {n: f(env) for n, f in site.args if n not in PLACE_ARGS}
+        if site.name != site.command:                    # on the bus an ordinary DRAM command, timed as one
+            data["command"] = site.command
+        return to_command(site.at(env), self.channel, data)
 
-    def loop(stmt: For, env: dict) -> Loop:
-        entry = fors.get(id(stmt))
-        if entry is None:
-            entry = fors[id(stmt)] = (compiled(stmt.count), _shape_depends_cached(stmt))
-        count = max(0, int(entry[0](env)))
-        period = max(1, count) if entry[1] else 1
-        body, var = stmt.body, stmt.var
-        return Loop(count, lambda i: items(body, {**env, var: i}), var, period, op)
+    def loop(self, site: _LoopSite, env: dict, op: str, values: bool) -> Loop:
+        count = max(0, int(site.count(env)))
+        body, var = site.body, site.var
+        if site.captures:                                # later lets of this body must not reach it
+            env = dict(env)
+        return Loop(count, lambda i: self.items(body, {**env, var: i}, op, values), var,
+                    max(1, count) if site.periodic else 1, op)
 
-    return items(program.body, env)
+    # ---- placed commands, in order -------------------------------------------------------------
+    def fill(self, sites: tuple, env: dict, out: list) -> None:
+        """Append the placed commands of `sites` under `env` to `out`, every loop run through."""
+        marks = []
+        for site in sites:
+            if type(site) is Site:
+                if site.announces:
+                    marks.append(len(out))
+                out.append(site.at(env))
+            elif type(site) is _LetSite:
+                env[site.name] = site.value(env)
+            elif site.body.flat:         # commands only: no call per iteration
+                out.extend([s.at(scope) for scope in _scopes(site, env) for s in site.body.sites])
+            else:
+                inner = site.body.sites
+                for scope in _scopes(site, env):
+                    self.fill(inner, scope, out)
+        for i in marks:                  # the work it heads: the rest of its body, nested loops included
+            out[i] = out[i][:7] + (estimate(self.memory, [to_command(p, 0) for p in out[i:]]),)
+
+    def chunks(self, body: _Body, env: dict, out: list) -> Iterator[None]:
+        """`fill`, pausing whenever `out` holds CHUNK placed commands or more (between iterations of
+        loops that hold loops)."""
+        if body.announces:
+            self.fill(body.sites, env, out)
+            return
+        for site in body.sites:
+            if type(site) is _LoopSite and site.body.nested:
+                for scope in _scopes(site, env):
+                    yield from self.chunks(site.body, scope, out)
+                    if len(out) >= CHUNK:
+                        yield
+            else:
+                self.fill((site,), env, out)
+
+
+def _scopes(site: _LoopSite, env: dict) -> Iterator[dict]:
+    """The scope of each iteration of a loop: a fresh one when its body binds lets (as `items`
+    gives), else one dict with the loop variable updated."""
+    var, count = site.var, max(0, int(site.count(env)))
+    if site.binds:
+        for i in range(count):
+            yield {**env, var: i}
+        return
+    scope = dict(env)
+    for i in range(count):
+        scope[var] = i
+        yield scope
+
+
+def _bound(stmts: tuple) -> set[str]:
+    """The names the statements bind (lets and loop variables, nested ones included)."""
+    names = set()
+    for s in stmts:
+        if type(s) is Let:
+            names.add(s.name)
+        elif type(s) is For:
+            names |= {s.var} | _bound(s.body)
+    return names
 
 
 def _zero(env) -> int:
@@ -147,10 +302,9 @@ def _zero(env) -> int:
 _ESTIMATES: dict[int, tuple[weakref.ref, dict]] = {}      # id(memory) -> (memory, shape -> cycles)
 
 
-def estimate(memory: Memory, items: list[Item]) -> int:
-    """Cycles from the first command of `items` to their last, timed alone (fresh timer, no
+def estimate(memory: Memory, commands: list[Command]) -> int:
+    """Cycles from the first of `commands` to their last, timed alone (fresh timer, no
     refresh); what an announcing command says of the work it heads. Cached per command shape."""
-    commands = list(unroll(items))
     key = tuple((c.name, c.pseudo_channel, c.rank, c.bank_group, c.bank) for c in commands)
     entry = _ESTIMATES.get(id(memory))
     if entry is None or entry[0]() is not memory:
@@ -194,7 +348,8 @@ def op_stream(memory: Memory, op_class: str, shape: dict, channel: int = 0, firs
     program = memory.pim.program(op_class) if memory.pim is not None else None
     if program is None:
         raise ProgramError(f"memory '{memory.name}' has no PIM program for {op_class}")
-    return unroll(expand(memory, program, shape, channel, first_row, params=params))
+    return (to_command(p, channel) for chunk in placed(memory, program, shape, channel, first_row, params)
+            for p in chunk)
 
 
 def place_of(memory: Memory, program: PimProgram, shape: dict, tensor: str, index: tuple[int, ...],

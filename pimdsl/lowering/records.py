@@ -8,7 +8,7 @@ schedule and a trace can always point back at the model.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 # kernel kinds a host timing model knows
 KERNEL_KINDS = ("gemm", "gemv", "attention", "softmax", "norm", "elementwise", "embedding", "copy")
@@ -50,12 +50,15 @@ class PimWork:
     Every channel runs the same stream on its own share of the data (the
     lowerings split outputs evenly), so timing one channel times the op.
     Ops with the same `key` have the same stream shape and time alike.
+    `placed` gives the same commands, in order, as placed tuples
+    (lowering/pim_program.PLACED): what a text trace of every command needs.
     """
     op: str
     memory: str
     family: str                    # program: the unit's declared program, expanded
     stream: Callable[[int], list]  # channel -> items (commands and loops)
     key: tuple
+    placed: Callable[[int], Iterator[list]]   # channel -> placed commands, in order, in lists
 
     def to_json(self) -> dict:
         return {"op": self.op, "memory": self.memory, "family": self.family, "key": list(self.key)}

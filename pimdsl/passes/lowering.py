@@ -24,7 +24,7 @@ them for every token at the platform's uncached read rate; a swizzled copy
 from __future__ import annotations
 
 from ..ir.pim_program import OP_SHAPES
-from ..lowering.pim_program import expand
+from ..lowering.pim_program import expand, placed
 from ..lowering.records import Kernel, PimWork
 from ..lowering.stream import Loop
 from .program import Program
@@ -108,5 +108,6 @@ def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
         times = 1 if declared.op_class == op.kind else s.get("m", 1)
         shape = dict(s) if times == 1 else {**s, "m": 1}
         stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
+        commands = lambda ch: placed(memory, declared, shape, ch, first_row, times=times)
         key = (fam, declared.op_class, *sorted(shape.items()), times)
-    return PimWork(name, memory.name, fam, stream, key)
+    return PimWork(name, memory.name, fam, stream, key, commands)
