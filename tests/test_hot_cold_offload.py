@@ -273,6 +273,10 @@ def test_compiled_remap_equals_the_walk(seed, dimms, top):
     z, want, want_moves = numpy_remap(device, activity, dimms)
     got, moves = remap(device, activity, dimms)
     assert np.array_equal(got, want) and moves == want_moves
+    after = loads(device, activity, dimms)                  # given the loads, remap leaves those after the moves
+    got, moves = remap(device, activity, dimms, after)
+    assert np.array_equal(got, want) and moves == want_moves and np.array_equal(after, z)
+    assert np.array_equal(after, loads(got, activity, dimms))
     assert np.array_equal(loads(device, activity, dimms), np.bincount(device[device >= 0], weights=activity[device >= 0],
                                                                       minlength=dimms))
 
@@ -303,6 +307,24 @@ def test_tally_equals_numpy_counts(seed, devices):
     assert (correct, predicted, fired, hit) == (np.count_nonzero(guess == actual), np.count_nonzero(guess),
                                                 np.count_nonzero(actual), np.count_nonzero(guess & actual))
     assert np.array_equal(activity, before + actual)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), count=st.booleans())
+def test_fused_predict_and_tally_equals_predict_then_tally(seed, devices, count):
+    rng = np.random.default_rng(seed)
+    parents = [None, rng.integers(0, 300, (2, 500)).astype(np.uint16)]
+    frequencies = [rng.random(300), rng.random(500)]
+    fused, reference = (Predictor(frequencies, parents) for _ in range(2))
+    previous, actual, on_gpu = rng.random(300) < 0.3, rng.random(500) < rng.random(), rng.random(500) < 0.4
+    home = rng.integers(0, devices, 500).astype(np.int16)
+    activity = rng.integers(0, 3, 500).astype(np.int32) if count else hot_cold_offload.NO_ACTIVITY
+    want_activity = activity.copy()
+    want = hot_cold_offload.tally(reference.predict_then_update(1, previous, actual), actual, on_gpu, home, devices,
+                                  want_activity)
+    got = hot_cold_offload.predict_and_tally(fused, 1, previous, actual, on_gpu, home, devices, activity)
+    assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
+    assert np.array_equal(fused.states[1], reference.states[1]) and np.array_equal(activity, want_activity)
 
 
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------

@@ -364,7 +364,7 @@ def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
 
 def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
     """`adjust` in numpy: the statement the compiled common case is held to."""
-    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
+    cand, victims = np.flatnonzero((state > hot_threshold) & ~on_gpu), np.flatnonzero(on_gpu)
     n = min(len(cand), len(victims))
     if n == 0:
         return 0
@@ -379,61 +379,70 @@ def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) ->
 
 
 @njit(cache=True)
-def off_and_on_gpu(state, hot_threshold, on_gpu):
-    """In one pass: the indices of the hot neurons (Predictor.hot: state > T_h) not on the GPU and of
-    the neurons on the GPU."""
-    off, on = np.empty(len(state), np.int64), np.empty(len(state), np.int64)
-    n_off = n_on = 0
-    for i in range(len(state)):
-        o = on_gpu[i]
-        off[n_off] = i
-        n_off += state[i] > hot_threshold and not o
-        on[n_on] = i
-        n_on += o
-    return off[:n_off].copy(), on[:n_on].copy()
-
-
-@njit(cache=True)
-def _stable_by_key(index, key):
-    """`index` ordered by `key` (0..255), ties in their order (a counting sort)."""
-    start = np.zeros(257, np.int64)
-    for j in range(len(index)):
-        start[key[j] + 1] += 1
-    for b in range(1, 257):
-        start[b] += start[b - 1]
-    out = np.empty_like(index)
-    for j in range(len(index)):
-        out[start[key[j]]] = index[j]
-        start[key[j]] += 1
-    return out
+def _first_of_levels(hist, levels, count):
+    """Of a list ordered by level (in the order `levels` gives), ties by index, with hist[level]
+    members per level: how many of the first `count` each level holds."""
+    take = np.zeros(len(hist), np.int64)
+    for s in levels:
+        t = min(count, hist[s])
+        take[s] = t
+        count -= t
+    return take
 
 
 @njit(cache=True)
 def adjust_compiled(state, hot_threshold, on_gpu):
     """`adjust` when every GPU neuron is a possible victim (at least as many candidates, the usual case),
     compiled; -1 (nothing changed) otherwise, where `adjust` takes numpy's partition. The orders are
-    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims)."""
-    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
-    n = min(len(cand), len(victims))
-    if n == 0:
+    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims): by state,
+    ties by index. So one pass counts the states of the candidates and of the GPU neurons, the swaps
+    follow from the two histograms, and a second pass, only when there are swaps, moves the first
+    `swaps` of each order (within a state, the lowest indices)."""
+    o8 = on_gpu.view(np.uint8)
+    hist = np.zeros((2, 256), np.int64)              # [on GPU][state]
+    for i in range(len(state)):
+        hist[o8[i], state[i]] += 1
+    cand_levels = (256 - np.arange(256)) % 256       # -state as uint8: 0 first, then 255 down to 1
+    for s in range(256):
+        if not s > hot_threshold:
+            hist[0, s] = 0                           # not hot: not a candidate
+    n_cand, n = hist[0].sum(), hist[1].sum()
+    if min(n_cand, n) == 0:
         return 0
-    if n < len(victims):
+    if n_cand < n:
         return -1
-    key = np.empty(len(cand), np.int64)
-    for j in range(len(cand)):
-        key[j] = (256 - np.int64(state[cand[j]])) % 256          # uint8 negation
-    cand = _stable_by_key(cand, key)[:n]
-    key = np.empty(n, np.int64)
-    for j in range(n):
-        key[j] = state[victims[j]]
-    victims = _stable_by_key(victims, key)
-    swaps = 0
-    for j in range(n):
-        if state[cand[j]] > state[victims[j]]:
-            swaps += 1
-    for j in range(swaps):
-        on_gpu[cand[j]] = True
-        on_gpu[victims[j]] = False
+    cand_take = _first_of_levels(hist[0], cand_levels, n)
+    victim_take = _first_of_levels(hist[1], np.arange(256), n)
+    swaps = 0                                        # walk both orders level run by level run
+    ci = vi = 0
+    c_left, v_left = cand_take[cand_levels[0]], victim_take[0]
+    j = 0
+    while j < n:
+        while c_left == 0:
+            ci += 1
+            c_left = cand_take[cand_levels[ci]]
+        while v_left == 0:
+            vi += 1
+            v_left = victim_take[vi]
+        run = min(c_left, v_left)
+        if cand_levels[ci] > vi:
+            swaps += run
+        c_left -= run
+        v_left -= run
+        j += run
+    if swaps == 0:
+        return 0
+    cand_take = _first_of_levels(hist[0], cand_levels, swaps)
+    victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
+    for i in range(len(state)):
+        s = state[i]
+        if o8[i]:
+            if victim_take[s] > 0:
+                victim_take[s] -= 1
+                on_gpu[i] = False
+        elif cand_take[s] > 0:
+            cand_take[s] -= 1
+            on_gpu[i] = True
     return swaps
 
 
@@ -462,6 +471,41 @@ def tally(guess, actual, on_gpu, home, devices, activity):
         for i in range(len(a8)):
             activity[i] += a8[i]
     return n_gpu, per_dev, len(g8) - differ, predicted, fired, hit
+
+
+def predict_and_tally(pred: Predictor, k: int, previous: np.ndarray | None, actual: np.ndarray, on_gpu: np.ndarray,
+                      home: np.ndarray, devices: int, activity: np.ndarray) -> tuple:
+    """`tally(pred.predict_then_update(k, previous, actual), actual, ...)`, in one compiled pass over the
+    block when the predictor's combined rule applies (the common case)."""
+    tables = pred.combined_tables(k, previous)
+    if tables is None:
+        return tally(pred.predict_then_update(k, previous, actual), actual, on_gpu, home, devices, activity)
+    return _predict_tally(*tables, previous, actual, on_gpu, home, devices, activity)
+
+
+@njit(cache=True)
+def _predict_tally(states, parent0, parent1, rule, fired_next, idle_next, previous, actual, on_gpu, home, devices,
+                   activity):
+    """activation_predictor._predict_update and `tally` in one loop: the guess is counted where it is made."""
+    p8, a8, o8 = previous.view(np.uint8), actual.view(np.uint8), on_gpu.view(np.uint8)
+    n_gpu = predicted = fired = hit = differ = 0
+    per_dev = np.zeros(devices, np.int64)
+    count_activity = len(activity) > 0
+    for i in range(len(states)):
+        s = states[i]
+        g = np.uint8(rule[s, np.int64(p8[parent0[i]]) + np.int64(p8[parent1[i]])])
+        a, o = a8[i], o8[i]
+        states[i] = fired_next[s] if a else idle_next[s]
+        predicted += g
+        fired += a
+        hit += g & a
+        differ += g ^ a
+        n_gpu += g & o
+        if g > o:
+            per_dev[home[i]] += 1
+        if count_activity:
+            activity[i] += a
+    return n_gpu, per_dev, len(states) - differ, predicted, fired, hit
 
 
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
@@ -504,9 +548,9 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
             for which in (0, 1):
                 k = 2 * layer + which
                 a = fired[k]
-                guess = pred.predict_then_update(k, fired[k - 1] if k else None, a)
-                n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
-                                                                         devices, NO_ACTIVITY if activity is None else activity[k])
+                n_gpu, per_dev, correct, predicted, n_fired, hit = predict_and_tally(
+                    pred, k, fired[k - 1] if k else None, a, placed.on_gpu[k], placed.home[k], devices,
+                    NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
                 t_cold = per_dev * neuron_cold[k]
                 block = max(t_gpu, float(t_cold.max()))
@@ -565,10 +609,11 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 if before.sum() > 0:
                     imb_before.append(imbalance(before))
                 if sw.remap:
-                    new, moves = remap(cold, activity[k], devices)
+                    after = before.copy()
+                    new, moves = remap(cold, activity[k], devices, after)
                     if before.sum() > 0:
-                        imb_after.append(imbalance(loads(new, activity[k], devices)))
-                    moved = ~placed.on_gpu[k] & (new != cold)
+                        imb_after.append(imbalance(after))
+                    moved = new != cold                   # only cold neurons move
                     placed.home[k][moved] = new[moved]
                     if moves:                 # pairs move in parallel, each over its own DIMM-link
                         link_bytes = sum(c for c, _, _ in moves) * nbytes[k]
