@@ -282,14 +282,27 @@ def test_compiled_remap_equals_the_walk(seed, dimms, top):
 
 
 @settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0))
-def test_compiled_adjust_equals_numpy(seed, hot_threshold, share):
+@given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0),
+       n=st.integers(1, 403))
+def test_compiled_adjust_equals_numpy(seed, hot_threshold, share, n):
     rng = np.random.default_rng(seed)
-    pred = Predictor([rng.random(400)], [None], hot_threshold=hot_threshold)
-    pred.states[0] = rng.integers(0, 16, 400).astype(np.uint8)
-    on_gpu = rng.random(400) < share
+    pred = Predictor([rng.random(n)], [None], hot_threshold=hot_threshold)
+    pred.states[0] = rng.integers(0, 16, n).astype(np.uint8)
+    on_gpu = rng.random(n) < share
     want = on_gpu.copy()
     assert hot_cold_offload.adjust(pred, 0, on_gpu) == hot_cold_offload.adjust_numpy(pred.states[0], hot_threshold, want)
+    assert np.array_equal(on_gpu, want)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_compiled_adjust_swaps_as_numpy(seed):
+    # the usual case (more hot candidates than GPU neurons) is the compiled one, with swaps
+    rng = np.random.default_rng(seed)
+    state = rng.integers(0, 16, 4003).astype(np.uint8)
+    on_gpu = rng.random(4003) < 0.05
+    want = on_gpu.copy()
+    swaps = hot_cold_offload.adjust_compiled(state, 10, on_gpu)
+    assert swaps > 0 and swaps == hot_cold_offload.adjust_numpy(state, 10, want)
     assert np.array_equal(on_gpu, want)
 
 
@@ -307,24 +320,6 @@ def test_tally_equals_numpy_counts(seed, devices):
     assert (correct, predicted, fired, hit) == (np.count_nonzero(guess == actual), np.count_nonzero(guess),
                                                 np.count_nonzero(actual), np.count_nonzero(guess & actual))
     assert np.array_equal(activity, before + actual)
-
-
-@settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), count=st.booleans())
-def test_fused_predict_and_tally_equals_predict_then_tally(seed, devices, count):
-    rng = np.random.default_rng(seed)
-    parents = [None, rng.integers(0, 300, (2, 500)).astype(np.uint16)]
-    frequencies = [rng.random(300), rng.random(500)]
-    fused, reference = (Predictor(frequencies, parents) for _ in range(2))
-    previous, actual, on_gpu = rng.random(300) < 0.3, rng.random(500) < rng.random(), rng.random(500) < 0.4
-    home = rng.integers(0, devices, 500).astype(np.int16)
-    activity = rng.integers(0, 3, 500).astype(np.int32) if count else hot_cold_offload.NO_ACTIVITY
-    want_activity = activity.copy()
-    want = hot_cold_offload.tally(reference.predict_then_update(1, previous, actual), actual, on_gpu, home, devices,
-                                  want_activity)
-    got = hot_cold_offload.predict_and_tally(fused, 1, previous, actual, on_gpu, home, devices, activity)
-    assert got[0] == want[0] and np.array_equal(got[1], want[1]) and got[2:] == want[2:]
-    assert np.array_equal(fused.states[1], reference.states[1]) and np.array_equal(activity, want_activity)
 
 
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------

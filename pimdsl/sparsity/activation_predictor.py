@@ -70,27 +70,19 @@ class Predictor:
 
     def predict_then_update(self, k: int, previous: np.ndarray | None, actual: np.ndarray) -> np.ndarray:
         """`predict(k, previous)`, then `update(k, actual)`, in one pass over the block."""
-        tables = self.combined_tables(k, previous)
-        if tables is None:
+        p = self.parents[k]
+        if self.mode != "combined" or p is None or previous is None:
             guess = self.predict(k, previous)
             self.update(k, actual)
             return guess
-        return _predict_update(*tables, previous, actual)
-
-    def combined_tables(self, k: int, previous: np.ndarray | None) -> tuple | None:
-        """What a compiled pass over block k needs when the combined rule decides and the FSM updates
-        (states, parents 0 and 1, rule[s1, s2], next state when fired, when idle), else None."""
-        p = self.parents[k]
-        if self.mode != "combined" or p is None or previous is None:
-            return None
-        return self.states[k], p[0], p[1], self._rule, self._fired, self._idle
+        return _predict_update(self.states[k], p[0], p[1], previous, actual, self._rule, self._fired, self._idle)
 
     def hot(self, k: int) -> np.ndarray:
         return self.states[k] > self.hot_threshold
 
 
 @njit(cache=True)
-def _predict_update(states, parent0, parent1, rule, fired, idle, previous, actual):
+def _predict_update(states, parent0, parent1, previous, actual, rule, fired, idle):
     out = np.empty(len(states), np.bool_)
     for i in range(len(states)):
         s = states[i]

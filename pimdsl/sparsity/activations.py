@@ -162,25 +162,22 @@ class Generator:
 def _chain_step(latent, innovation, rho, noise, own, mix, parent0, parent1, offsets, thresholds, z, fired):
     """One token of the chain in float32, each operation rounded as numpy's array expressions round it:
     latent = rho latent + noise e; z_0 = latent_0; z_k = mix (z_{k-1}[p0] + z_{k-1}[p1]) + own latent_k;
-    a neuron fires when z < its threshold. One pass: a neuron's latent is advanced where it is read.
-    `z` holds two blocks, the previous one's and this one's, so that both stay in cache."""
+    a neuron fires when z < its threshold. `z` holds two blocks, the previous one's and this one's, so
+    that both stay in cache."""
+    for i in range(len(latent)):
+        latent[i] = latent[i] * rho
+        latent[i] = latent[i] + noise * innovation[i]
     half = len(z) // 2
     for i in range(offsets[1]):
-        v = latent[i] * rho
-        v = v + noise * innovation[i]
-        latent[i] = v
-        z[i] = v
-        fired[i] = v < thresholds[i]
+        z[i] = latent[i]
+        fired[i] = latent[i] < thresholds[i]
     for k in range(1, len(offsets) - 1):
         start = offsets[k]
         previous, current = z[half * ((k - 1) % 2):], z[half * (k % 2):]
         for i in range(start, offsets[k + 1]):
-            own_latent = latent[i] * rho
-            own_latent = own_latent + noise * innovation[i]
-            latent[i] = own_latent
             v = previous[parent0[i]] + previous[parent1[i]]
             v = v * mix
-            v = v + own * own_latent
+            v = v + own * latent[i]
             current[i - start] = v
             fired[i] = v < thresholds[i]
 
