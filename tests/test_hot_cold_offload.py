@@ -75,6 +75,20 @@ def test_program_equals_brute_force(freq, seed):
     assert npl.solve(problem).objective_s == pytest.approx(want, rel=1e-6)
 
 
+def test_program_solution_is_kept_on_disk_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    groups = tuple(npl.Group(0, 3, f, 1.0) for f in (0.9, 0.5, 0.1)) + (npl.Group(1, 2, 0.4, 2.0),)
+    problem = npl.Problem(groups, (1.0, 2.0), (10.0, 12.0), 0.1, 4.0, 6.0, 3)
+    first = npl.solve(problem, aggregate_dimms=True)
+    assert first.status == "Optimal" and len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(npl, "_solve", lambda *a: pytest.fail("solved again"))
+    again = npl.solve(problem, aggregate_dimms=True)              # read back: the same solution
+    assert (again.objective_s, again.status, again.gap) == (first.objective_s, first.status, first.gap)
+    assert np.array_equal(again.on_gpu, first.on_gpu) and np.array_equal(again.on_dimm, first.on_dimm)
+    with pytest.raises(pytest.fail.Exception):                    # another problem is another entry
+        npl.solve(problem, aggregate_dimms=False)
+
+
 def test_program_reports_no_room():
     groups = (npl.Group(0, 4, 0.5, 10.0),)
     with pytest.raises(ValueError, match="do not fit"):
