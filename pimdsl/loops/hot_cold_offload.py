@@ -532,7 +532,8 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                                                                          devices, NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
                 t_cold = per_dev * neuron_cold[k]
-                block = max(t_gpu, float(t_cold.max()))
+                cold_max = float(t_cold.max())
+                block = max(t_gpu, cold_max)
                 if timeline:
                     intervals.append(Interval("gpu", f"L{layer}.{'qkv' if which == 0 else 'mlp'} hot", t, t + t_gpu, "decode"))
                     intervals += [Interval("host_cpu" if host else f"dimm_{j}", f"L{layer}.{'qkv' if which == 0 else 'mlp'} cold",
@@ -541,7 +542,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc"] += block
                 acc["mlp" if which else "qkv"] += block
                 acc["fc_gpu"] += t_gpu
-                acc["fc_cold"] += float(t_cold.max())
+                acc["fc_cold"] += cold_max
                 acc["gpu_busy"] += t_gpu
                 acc["cold_busy"] += t_cold
                 acc["correct"] += correct
