@@ -28,7 +28,9 @@ Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATE
 
 The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
 Algorithm 1's walk) are compiled by numba and cached beside their modules: the first run after an
-install or an edit of those files spends a few seconds compiling them, once.
+install or an edit of those files spends a few seconds compiling them, once. The neuron's time per
+shape and an optimal placement are kept on disk by content (interpreter/timing_cache.py), so a
+second run of a system times no program and solves no placement.
 """
 from __future__ import annotations
 
