@@ -253,6 +253,7 @@ def test_compiled_predictor_equals_numpy(mode, lam, threshold, step):
 
 def numpy_remap(device, activity, dimms):
     """Algorithm 1 as read in window_remap's docstring, neuron by neuron."""
+    activity = activity.astype(np.int64)
     cold = device >= 0
     z = np.bincount(device[cold], weights=activity[cold], minlength=dimms)
     device = device.copy()
@@ -278,11 +279,11 @@ def numpy_remap(device, activity, dimms):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 12))
-def test_compiled_remap_equals_the_walk(seed, dimms, top):
+@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 256), byte=st.booleans())
+def test_compiled_remap_equals_the_walk(seed, dimms, top, byte):
     rng = np.random.default_rng(seed)
     device = rng.integers(-1, dimms, 300).astype(np.int16)
-    activity = rng.integers(0, top, 300).astype(np.int32)
+    activity = rng.integers(0, top, 300).astype(np.uint8 if byte else np.int32)   # the loop's window counts
     activity[rng.random(300) < 0.5] = 0
     z, want, want_moves = numpy_remap(device, activity, dimms)
     got, moves = remap(device, activity, dimms)
@@ -321,12 +322,12 @@ def test_compiled_adjust_swaps_as_numpy(seed):
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8))
-def test_tally_equals_numpy_counts(seed, devices):
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), byte=st.booleans())
+def test_tally_equals_numpy_counts(seed, devices, byte):
     rng = np.random.default_rng(seed)
     guess, actual, on_gpu = (rng.random((3, 500)) < rng.random((3, 1)))
     home = rng.integers(0, devices, 500).astype(np.int16)
-    activity = rng.integers(0, 3, 500).astype(np.int32)
+    activity = rng.integers(0, 3, 500).astype(np.uint8 if byte else np.int32)
     before = activity.copy()
     n_gpu, per_dev, correct, predicted, fired, hit = hot_cold_offload.tally(guess, actual, on_gpu, home, devices, activity)
     assert n_gpu == np.count_nonzero(guess & on_gpu)

@@ -514,7 +514,10 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     proj_t = gpu_s(s, s.oproj_bytes, b) + 2 * sync
     head_t = gpu_s(s, m.vocab * m.hidden * s.dt, b)
     window = int(p["window_tokens"])
-    activity = [np.zeros(len(g), np.int32) for g in placed.on_gpu] if sw.remap or not host else None
+    # firings per neuron in the current window: at most `window`, so a byte holds them for the usual
+    # windows (a quarter of the memory traffic of the per-token tally and of Algorithm 1's walk)
+    counts = np.uint8 if window <= np.iinfo(np.uint8).max else np.int32
+    activity = [np.zeros(len(g), counts) for g in placed.on_gpu] if sw.remap or not host else None
     acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
                predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
                link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
