@@ -415,7 +415,7 @@ def adjust_compiled(state, hot_threshold, on_gpu):
     numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims): by state,
     ties by index. So one pass counts the states of the candidates and of the GPU neurons, the swaps
     follow from the two histograms, and a second pass, only when there are swaps, moves the first
-    `swaps` of each order (within a state, the lowest indices)."""
+    `swaps` of each order (within a state, the lowest indices), stopping once it has."""
     o8 = on_gpu.view(np.uint8)
     hist = _state_histograms(state, o8)
     cand_levels = (256 - np.arange(256)) % 256       # -state as uint8: 0 first, then 255 down to 1
@@ -450,15 +450,20 @@ def adjust_compiled(state, hot_threshold, on_gpu):
         return 0
     cand_take = _first_of_levels(hist[0], cand_levels, swaps)
     victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
+    left = 2 * swaps                                 # the walk stops at the last neuron it moves
     for i in range(len(state)):
         s = state[i]
         if o8[i]:
             if victim_take[s] > 0:
                 victim_take[s] -= 1
                 on_gpu[i] = False
+                left -= 1
         elif cand_take[s] > 0:
             cand_take[s] -= 1
             on_gpu[i] = True
+            left -= 1
+        if left == 0:
+            break
     return swaps
 
 
