@@ -87,6 +87,10 @@ def test_program_solution_is_kept_on_disk_by_content(tmp_path, monkeypatch):
     assert np.array_equal(again.on_gpu, first.on_gpu) and np.array_equal(again.on_dimm, first.on_dimm)
     with pytest.raises(pytest.fail.Exception):                    # another problem is another entry
         npl.solve(problem, aggregate_dimms=False)
+    entry = next(tmp_path.glob("*.json"))
+    entry.write_text('{"on_gpu": [1], "on_dimm": [], "objective_s": 0, "status": "Optimal", "gap": 0}')
+    with pytest.raises(pytest.fail.Exception):                    # a damaged entry is solved again
+        npl.solve(problem, aggregate_dimms=True)
 
 
 def test_program_reports_no_room():

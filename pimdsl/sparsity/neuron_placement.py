@@ -64,8 +64,10 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
     stored = timing_cache.load(name)
     if stored is not None:
         try:
-            return Placement(np.array(stored["on_gpu"], dtype=int), np.array(stored["on_dimm"], dtype=int).reshape(
-                len(p.groups), -1), stored["objective_s"], stored["status"], stored["gap"], 0.0)
+            on_gpu, on_dimm = np.array(stored["on_gpu"], dtype=int), np.array(stored["on_dimm"], dtype=int)
+            if on_gpu.shape == (len(p.groups),) and on_dimm.shape == (len(p.groups), p.dimms):
+                return Placement(on_gpu, on_dimm, float(stored["objective_s"]), str(stored["status"]),
+                                 float(stored["gap"]), 0.0)
         except (KeyError, TypeError, ValueError):
             pass                                      # a damaged entry: solve again
     sol = _solve(p, time_limit_s, aggregate_dimms)
