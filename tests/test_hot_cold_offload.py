@@ -75,6 +75,24 @@ def test_program_equals_brute_force(freq, seed):
     assert npl.solve(problem).objective_s == pytest.approx(want, rel=1e-6)
 
 
+def test_program_solution_is_kept_on_disk_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    groups = tuple(npl.Group(0, 3, f, 1.0) for f in (0.9, 0.5, 0.1)) + (npl.Group(1, 2, 0.4, 2.0),)
+    problem = npl.Problem(groups, (1.0, 2.0), (10.0, 12.0), 0.1, 4.0, 6.0, 3)
+    first = npl.solve(problem, aggregate_dimms=True)
+    assert first.status == "Optimal" and len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(npl, "_solve", lambda *a: pytest.fail("solved again"))
+    again = npl.solve(problem, aggregate_dimms=True)              # read back: the same solution
+    assert (again.objective_s, again.status, again.gap) == (first.objective_s, first.status, first.gap)
+    assert np.array_equal(again.on_gpu, first.on_gpu) and np.array_equal(again.on_dimm, first.on_dimm)
+    with pytest.raises(pytest.fail.Exception):                    # another problem is another entry
+        npl.solve(problem, aggregate_dimms=False)
+    entry = next(tmp_path.glob("*.json"))
+    entry.write_text('{"on_gpu": [1], "on_dimm": [], "objective_s": 0, "status": "Optimal", "gap": 0}')
+    with pytest.raises(pytest.fail.Exception):                    # a damaged entry is solved again
+        npl.solve(problem, aggregate_dimms=True)
+
+
 def test_program_reports_no_room():
     groups = (npl.Group(0, 4, 0.5, 10.0),)
     with pytest.raises(ValueError, match="do not fit"):
@@ -239,6 +257,7 @@ def test_compiled_predictor_equals_numpy(mode, lam, threshold, step):
 
 def numpy_remap(device, activity, dimms):
     """Algorithm 1 as read in window_remap's docstring, neuron by neuron."""
+    activity = activity.astype(np.int64)
     cold = device >= 0
     z = np.bincount(device[cold], weights=activity[cold], minlength=dimms)
     device = device.copy()
@@ -264,38 +283,55 @@ def numpy_remap(device, activity, dimms):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 12))
-def test_compiled_remap_equals_the_walk(seed, dimms, top):
+@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 256), byte=st.booleans())
+def test_compiled_remap_equals_the_walk(seed, dimms, top, byte):
     rng = np.random.default_rng(seed)
     device = rng.integers(-1, dimms, 300).astype(np.int16)
-    activity = rng.integers(0, top, 300).astype(np.int32)
+    activity = rng.integers(0, top, 300).astype(np.uint8 if byte else np.int32)   # the loop's window counts
     activity[rng.random(300) < 0.5] = 0
     z, want, want_moves = numpy_remap(device, activity, dimms)
     got, moves = remap(device, activity, dimms)
     assert np.array_equal(got, want) and moves == want_moves
+    after = loads(device, activity, dimms)                  # given the loads, remap leaves those after the moves
+    got, moves = remap(device, activity, dimms, after)
+    assert np.array_equal(got, want) and moves == want_moves and np.array_equal(after, z)
+    assert np.array_equal(after, loads(got, activity, dimms))
     assert np.array_equal(loads(device, activity, dimms), np.bincount(device[device >= 0], weights=activity[device >= 0],
                                                                       minlength=dimms))
 
 
 @settings(max_examples=80, deadline=None)
-@given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0))
-def test_compiled_adjust_equals_numpy(seed, hot_threshold, share):
+@given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0),
+       n=st.integers(1, 403))
+def test_compiled_adjust_equals_numpy(seed, hot_threshold, share, n):
     rng = np.random.default_rng(seed)
-    pred = Predictor([rng.random(400)], [None], hot_threshold=hot_threshold)
-    pred.states[0] = rng.integers(0, 16, 400).astype(np.uint8)
-    on_gpu = rng.random(400) < share
+    pred = Predictor([rng.random(n)], [None], hot_threshold=hot_threshold)
+    pred.states[0] = rng.integers(0, 16, n).astype(np.uint8)
+    on_gpu = rng.random(n) < share
     want = on_gpu.copy()
     assert hot_cold_offload.adjust(pred, 0, on_gpu) == hot_cold_offload.adjust_numpy(pred.states[0], hot_threshold, want)
     assert np.array_equal(on_gpu, want)
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_compiled_adjust_swaps_as_numpy(seed):
+    # the usual case (more hot candidates than GPU neurons) is the compiled one, with swaps
+    rng = np.random.default_rng(seed)
+    state = rng.integers(0, 16, 4003).astype(np.uint8)
+    on_gpu = rng.random(4003) < 0.05
+    want = on_gpu.copy()
+    swaps = hot_cold_offload.adjust_compiled(state, 10, on_gpu)
+    assert swaps > 0 and swaps == hot_cold_offload.adjust_numpy(state, 10, want)
+    assert np.array_equal(on_gpu, want)
+
+
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8))
-def test_tally_equals_numpy_counts(seed, devices):
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), byte=st.booleans())
+def test_tally_equals_numpy_counts(seed, devices, byte):
     rng = np.random.default_rng(seed)
     guess, actual, on_gpu = (rng.random((3, 500)) < rng.random((3, 1)))
     home = rng.integers(0, devices, 500).astype(np.int16)
-    activity = rng.integers(0, 3, 500).astype(np.int32)
+    activity = rng.integers(0, 3, 500).astype(np.uint8 if byte else np.int32)
     before = activity.copy()
     n_gpu, per_dev, correct, predicted, fired, hit = hot_cold_offload.tally(guess, actual, on_gpu, home, devices, activity)
     assert n_gpu == np.count_nonzero(guess & on_gpu)

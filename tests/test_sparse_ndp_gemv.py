@@ -120,3 +120,18 @@ def test_the_loop_takes_its_neuron_cost_from_the_program_within_ten_percent_of_t
     timed = neuron_seconds(s.dimm, elems, 1)
     assert hot_cold_offload.cold_neuron_s(s, elems * s.dt, 1) == timed
     assert 1.0 <= timed / analytic <= 1.10
+
+
+def test_neuron_cost_is_kept_on_disk_by_content(dimm, tmp_path, monkeypatch):
+    from pimdsl.loops import sparse_ndp_gemv
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    monkeypatch.setattr(sparse_ndp_gemv, "_CACHE", {})
+    want = (program_seconds(dimm, 32, 5000, 1) - program_seconds(dimm, 16, 5000, 1)) / 16
+    assert neuron_seconds(dimm, 5000, 1) == want
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(sparse_ndp_gemv, "_CACHE", {})                  # a new process: read back, not timed
+    monkeypatch.setattr(sparse_ndp_gemv, "program_seconds", lambda *a: pytest.fail("timed again"))
+    assert neuron_seconds(dimm, 5000, 1) == want
+    monkeypatch.setattr(sparse_ndp_gemv, "_CACHE", {})                  # another shape is another entry
+    with pytest.raises(pytest.fail.Exception):
+        neuron_seconds(dimm, 5001, 1)

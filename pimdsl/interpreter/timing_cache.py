@@ -1,4 +1,5 @@
-"""PIM op timings kept on disk across runs, sweep points and processes, keyed by content.
+"""PIM op timings kept on disk across runs, sweep points and processes, keyed by content (and, by
+`content_key`, other pure results that are slow to compute: a placement program's solution).
 
 A PIM op's time is a pure function of the memory it runs on (organization,
 timing rules, PIM unit, controller options), of its stream (the op's key:
@@ -71,6 +72,13 @@ def _memory_digest(memory) -> str:
         digest = hashlib.sha256(json.dumps(canonical(memory), sort_keys=True).encode()).hexdigest()
         entry = _MEMORY_DIGESTS[id(memory)] = (memory, digest)
     return entry[1]
+
+
+def content_key(*parts) -> str:
+    """The entry name of another pure result of `parts` (declared records, numbers, strings) computed
+    by this pimdsl, such as an optimisation program's solution."""
+    body = json.dumps([code_digest(), *(canonical(p) for p in parts)], sort_keys=True)
+    return hashlib.sha256(body.encode()).hexdigest()
 
 
 def entry_key(memory, key: tuple, mode: str) -> str:

@@ -28,7 +28,9 @@ Strategies (`mapping.strategy`, [HERMES_NDP] Sec. V-A-2, V-B, V-C) are in STRATE
 
 The per-neuron loops of a token (the activation chain, predict + update, `tally`, `adjust_compiled`,
 Algorithm 1's walk) are compiled by numba and cached (jit_cache.py): the first run after an
-install or an edit of those files spends a few seconds compiling them, once.
+install or an edit of those files spends a few seconds compiling them, once. The neuron's time per
+shape and an optimal placement are kept on disk by content (interpreter/timing_cache.py), so a
+second run of a system times no program and solves no placement.
 """
 from __future__ import annotations
 
@@ -364,7 +366,7 @@ def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
 
 def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
     """`adjust` in numpy: the statement the compiled common case is held to."""
-    cand, victims = off_and_on_gpu(state, float(hot_threshold), on_gpu)    # float: one compiled copy
+    cand, victims = np.flatnonzero((state > hot_threshold) & ~on_gpu), np.flatnonzero(on_gpu)
     n = min(len(cand), len(victims))
     if n == 0:
         return 0
@@ -379,61 +381,89 @@ def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) ->
 
 
 @njit(cache=True)
-def off_and_on_gpu(state, hot_threshold, on_gpu):
-    """In one pass: the indices of the hot neurons (Predictor.hot: state > T_h) not on the GPU and of
-    the neurons on the GPU."""
-    off, on = np.empty(len(state), np.int64), np.empty(len(state), np.int64)
-    n_off = n_on = 0
-    for i in range(len(state)):
-        o = on_gpu[i]
-        off[n_off] = i
-        n_off += state[i] > hot_threshold and not o
-        on[n_on] = i
-        n_on += o
-    return off[:n_off].copy(), on[:n_on].copy()
+def _first_of_levels(hist, levels, count):
+    """Of a list ordered by level (in the order `levels` gives), ties by index, with hist[level]
+    members per level: how many of the first `count` each level holds."""
+    take = np.zeros(len(hist), np.int64)
+    for s in levels:
+        t = min(count, hist[s])
+        take[s] = t
+        count -= t
+    return take
 
 
 @njit(cache=True)
-def _stable_by_key(index, key):
-    """`index` ordered by `key` (0..255), ties in their order (a counting sort)."""
-    start = np.zeros(257, np.int64)
-    for j in range(len(index)):
-        start[key[j] + 1] += 1
-    for b in range(1, 257):
-        start[b] += start[b - 1]
-    out = np.empty_like(index)
-    for j in range(len(index)):
-        out[start[key[j]]] = index[j]
-        start[key[j]] += 1
-    return out
+def _state_histograms(state, o8):
+    """[on GPU][state] counts, in four interleaved tables so that runs of one state do not wait on one
+    counter (twice as fast as one table)."""
+    h = np.zeros((4, 2, 256), np.int64)
+    n4 = len(state) // 4 * 4
+    for i in range(0, n4, 4):
+        h[0, o8[i], state[i]] += 1
+        h[1, o8[i + 1], state[i + 1]] += 1
+        h[2, o8[i + 2], state[i + 2]] += 1
+        h[3, o8[i + 3], state[i + 3]] += 1
+    for i in range(n4, len(state)):
+        h[0, o8[i], state[i]] += 1
+    return h[0] + h[1] + h[2] + h[3]
 
 
 @njit(cache=True)
 def adjust_compiled(state, hot_threshold, on_gpu):
     """`adjust` when every GPU neuron is a possible victim (at least as many candidates, the usual case),
     compiled; -1 (nothing changed) otherwise, where `adjust` takes numpy's partition. The orders are
-    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims)."""
-    cand, victims = off_and_on_gpu(state, hot_threshold, on_gpu)
-    n = min(len(cand), len(victims))
-    if n == 0:
+    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims): by state,
+    ties by index. So one pass counts the states of the candidates and of the GPU neurons, the swaps
+    follow from the two histograms, and a second pass, only when there are swaps, moves the first
+    `swaps` of each order (within a state, the lowest indices), stopping once it has."""
+    o8 = on_gpu.view(np.uint8)
+    hist = _state_histograms(state, o8)
+    cand_levels = (256 - np.arange(256)) % 256       # -state as uint8: 0 first, then 255 down to 1
+    for s in range(256):
+        if not s > hot_threshold:
+            hist[0, s] = 0                           # not hot: not a candidate
+    n_cand, n = hist[0].sum(), hist[1].sum()
+    if min(n_cand, n) == 0:
         return 0
-    if n < len(victims):
+    if n_cand < n:
         return -1
-    key = np.empty(len(cand), np.int64)
-    for j in range(len(cand)):
-        key[j] = (256 - np.int64(state[cand[j]])) % 256          # uint8 negation
-    cand = _stable_by_key(cand, key)[:n]
-    key = np.empty(n, np.int64)
-    for j in range(n):
-        key[j] = state[victims[j]]
-    victims = _stable_by_key(victims, key)
-    swaps = 0
-    for j in range(n):
-        if state[cand[j]] > state[victims[j]]:
-            swaps += 1
-    for j in range(swaps):
-        on_gpu[cand[j]] = True
-        on_gpu[victims[j]] = False
+    cand_take = _first_of_levels(hist[0], cand_levels, n)
+    victim_take = _first_of_levels(hist[1], np.arange(256), n)
+    swaps = 0                                        # walk both orders level run by level run
+    ci = vi = 0
+    c_left, v_left = cand_take[cand_levels[0]], victim_take[0]
+    j = 0
+    while j < n:
+        while c_left == 0:
+            ci += 1
+            c_left = cand_take[cand_levels[ci]]
+        while v_left == 0:
+            vi += 1
+            v_left = victim_take[vi]
+        run = min(c_left, v_left)
+        if cand_levels[ci] > vi:
+            swaps += run
+        c_left -= run
+        v_left -= run
+        j += run
+    if swaps == 0:
+        return 0
+    cand_take = _first_of_levels(hist[0], cand_levels, swaps)
+    victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
+    left = 2 * swaps                                 # the walk stops at the last neuron it moves
+    for i in range(len(state)):
+        s = state[i]
+        if o8[i]:
+            if victim_take[s] > 0:
+                victim_take[s] -= 1
+                on_gpu[i] = False
+                left -= 1
+        elif cand_take[s] > 0:
+            cand_take[s] -= 1
+            on_gpu[i] = True
+            left -= 1
+        if left == 0:
+            break
     return swaps
 
 
@@ -489,7 +519,10 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     proj_t = gpu_s(s, s.oproj_bytes, b) + 2 * sync
     head_t = gpu_s(s, m.vocab * m.hidden * s.dt, b)
     window = int(p["window_tokens"])
-    activity = [np.zeros(len(g), np.int32) for g in placed.on_gpu] if sw.remap or not host else None
+    # firings per neuron in the current window: at most `window`, so a byte holds them for the usual
+    # windows (a quarter of the memory traffic of the per-token tally and of Algorithm 1's walk)
+    counts = np.uint8 if window <= np.iinfo(np.uint8).max else np.int32
+    activity = [np.zeros(len(g), counts) for g in placed.on_gpu] if sw.remap or not host else None
     acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
                predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
                link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
@@ -509,7 +542,8 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                                                                          devices, NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
                 t_cold = per_dev * neuron_cold[k]
-                block = max(t_gpu, float(t_cold.max()))
+                cold_max = float(t_cold.max())
+                block = max(t_gpu, cold_max)
                 if timeline:
                     intervals.append(Interval("gpu", f"L{layer}.{'qkv' if which == 0 else 'mlp'} hot", t, t + t_gpu, "decode"))
                     intervals += [Interval("host_cpu" if host else f"dimm_{j}", f"L{layer}.{'qkv' if which == 0 else 'mlp'} cold",
@@ -518,7 +552,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc"] += block
                 acc["mlp" if which else "qkv"] += block
                 acc["fc_gpu"] += t_gpu
-                acc["fc_cold"] += float(t_cold.max())
+                acc["fc_cold"] += cold_max
                 acc["gpu_busy"] += t_gpu
                 acc["cold_busy"] += t_cold
                 acc["correct"] += correct
@@ -565,10 +599,11 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 if before.sum() > 0:
                     imb_before.append(imbalance(before))
                 if sw.remap:
-                    new, moves = remap(cold, activity[k], devices)
+                    after = before.copy()
+                    new, moves = remap(cold, activity[k], devices, after)
                     if before.sum() > 0:
-                        imb_after.append(imbalance(loads(new, activity[k], devices)))
-                    moved = ~placed.on_gpu[k] & (new != cold)
+                        imb_after.append(imbalance(after))
+                    moved = new != cold                   # only cold neurons move
                     placed.home[k][moved] = new[moved]
                     if moves:                 # pairs move in parallel, each over its own DIMM-link
                         link_bytes = sum(c for c, _, _ in moves) * nbytes[k]

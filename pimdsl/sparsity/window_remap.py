@@ -28,10 +28,13 @@ def _loads(device, activity, dimms):
     return z
 
 
-def remap(device: np.ndarray, activity: np.ndarray, dimms: int) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
-    """New device per neuron (-1: GPU, untouched) and the moves (count, from, to) per pair."""
+def remap(device: np.ndarray, activity: np.ndarray, dimms: int,
+          z: np.ndarray | None = None) -> tuple[np.ndarray, list[tuple[int, int, int]]]:
+    """New device per neuron (-1: GPU, untouched) and the moves (count, from, to) per pair. `z`, when
+    given, is `loads(device, activity, dimms)` and becomes the loads after the moves (whole counts, so
+    the shifts are exact)."""
     device = device.copy()
-    z = loads(device, activity, dimms)
+    z = loads(device, activity, dimms) if z is None else z
     order = np.argsort(-z, kind="stable")
     moves = _pair_moves(device, activity, z, order)
     return device, [(int(c), int(hi), int(lo)) for c, hi, lo in moves]
@@ -87,5 +90,5 @@ def _pair_moves(device, activity, z, order):
 
 def imbalance(z: np.ndarray) -> float:
     """max / mean load of the DIMMs (1.0: balanced)."""
-    mean = z.mean()
+    mean = np.add.reduce(z) / len(z)                 # z.mean() without its dispatch (the same sum and division)
     return float(z.max() / mean) if mean > 0 else 1.0
