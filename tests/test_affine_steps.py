@@ -76,3 +76,23 @@ def test_numbers_off_their_line_are_refused():
     far = compile_step(system, "decode", 1, 1, 200)
     far.graph.nodes[name]["op"] = dataclasses.replace(far.graph.nodes[name]["op"], flops=1.0)
     assert not good.verify(far)                       # a step further on off the line: no fit
+
+
+@pytest.mark.parametrize("path, sets", [
+    (GBMAC, ["workload.output_len=11"]),
+    (PHONE, ["workload.input_len=5", "workload.output_len=9"]),
+])
+def test_steps_scheduled_together_are_bit_identical_to_one_at_a_time(path, sets):
+    system = system_of(path, sets)
+    together = run_system(system).report                # fitted steps through schedule_many
+    one_by_one = run_system(system, timeline=True).report
+    assert together == one_by_one                       # exact, not close
+    fitted = AffineSteps.fit([compile_step(system, "decode", 1, 1, c) for c in (32, 33, 34)])
+    seconds_of = lambda attrs: (attrs["lowered"].flops * 1e-12 + attrs["lowered"].bytes * 1e-9
+                                if hasattr(attrs["lowered"], "flops") else 1e-6)
+    contexts = [35, 40, 77, 500]
+    many = fitted.schedule_many(contexts, seconds_of)
+    for c in contexts:
+        single = fitted.schedule(c, seconds_of)
+        assert (many[c].seconds, many[c].busy_s) == (single.seconds, single.busy_s)
+    assert len({many[c].seconds for c in contexts}) == len(contexts)   # the contexts really differ

@@ -90,10 +90,14 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     prefill_step = schedule(prefill, seconds_of)
     record("prefill", prefill_step)
     last = prefill
-    decode_at = _decode_steps(system, batch, input_len, output_len, manager)
+    decode_at, fitted = _decode_steps(system, batch, input_len, output_len, manager)
+    # without a timeline, the fitted steps are scheduled all at once (same numbers, one pass)
+    ahead = {} if fitted is None or timeline else fitted.schedule_many(
+        [c for c in range(input_len, input_len + output_len) if decode_at(c)[0] is None], seconds_of)
     for s in range(output_len):
         program, fitted = decode_at(input_len + s)
-        step = fitted.schedule(input_len + s, seconds_of, timeline) if fitted else schedule(program, seconds_of)
+        step = ahead.get(input_len + s) or (fitted.schedule(input_len + s, seconds_of, timeline) if fitted
+                                             else schedule(program, seconds_of))
         record("decode", step)
         if s == 0:                         # the first decode step is always compiled
             pim_step = _pim_summary(program, timer)
@@ -149,11 +153,12 @@ AFFINE_MIN_STEPS = 8
 
 
 def _decode_steps(system: System, batch: int, input_len: int, output_len: int, manager: PassManager):
-    """`context -> (compiled program or None, AffineSteps or None)` for the run's decode steps:
-    a compiled program for the steps compiled, else the fitted structure to schedule from."""
+    """`(context -> (compiled program or None, AffineSteps or None), the AffineSteps or None)` for
+    the run's decode steps: a compiled program for the steps compiled, else the fitted structure
+    to schedule from."""
     compile_at = lambda c: compile_step(system, "decode", batch, 1, c, manager)
     if output_len < AFFINE_MIN_STEPS:
-        return lambda c: (compile_at(c), None)
+        return (lambda c: (compile_at(c), None)), None
     first = [compile_at(input_len + s) for s in range(3)]
     fitted = AffineSteps.fit(first)
     checks = {c: compile_at(c) for c in (input_len + output_len // 2, input_len + output_len - 1)}
@@ -161,8 +166,8 @@ def _decode_steps(system: System, batch: int, input_len: int, output_len: int, m
         fitted = None
     compiled = {p.context: p for p in first} | checks
     if fitted is None:
-        return lambda c: (compiled.get(c) or compile_at(c), None)
-    return lambda c: (compiled[c], None) if c in compiled else (None, fitted)
+        return (lambda c: (compiled.get(c) or compile_at(c), None)), None
+    return (lambda c: (compiled[c], None) if c in compiled else (None, fitted)), fitted
 
 
 def _host_only_baseline(system: System, report: dict, fast: bool) -> dict:
