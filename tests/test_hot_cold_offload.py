@@ -341,6 +341,19 @@ def test_tally_equals_numpy_counts(seed, devices, byte):
     assert np.array_equal(activity, before + actual)
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 16))
+def test_charge_equals_numpy(seed, devices):
+    rng = np.random.default_rng(seed)
+    per_dev = rng.integers(0, 5000, devices)
+    neuron_s = float(rng.random() * 1e-7)
+    busy = rng.random(devices) * 1e-3
+    want_busy, t = busy.copy(), per_dev * neuron_s
+    want_busy += t
+    slowest = hot_cold_offload.charge(per_dev, neuron_s, busy)
+    assert slowest == float(t.max()) and np.array_equal(busy, want_busy)     # bit for bit
+
+
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------
 
 def split_gemv(weights, x, active, device, dimms):

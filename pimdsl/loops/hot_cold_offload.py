@@ -494,6 +494,18 @@ def tally(guess, actual, on_gpu, home, devices, activity):
     return n_gpu, per_dev, len(g8) - differ, predicted, fired, hit
 
 
+@njit(cache=True)
+def charge(per_dev, neuron_s, busy):
+    """Each device's time for its `per_dev` neurons of `neuron_s` seconds, added to `busy`; returns the
+    slowest device's (numpy's `t = per_dev * neuron_s; busy += t; t.max()` in one call per block)."""
+    slowest = 0.0
+    for j in range(len(per_dev)):
+        t = per_dev[j] * neuron_s
+        busy[j] += t
+        slowest = max(slowest, t)
+    return slowest
+
+
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     from ..ir.intervals import Interval
     m, wl, p = s.system.model, s.system.workload, s.params
@@ -526,6 +538,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
                predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
                link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
+    cold_busy = acc["cold_busy"]
     imb_before, imb_after, pending_link = [], [], np.zeros(m.layers)
     t = ttft
     steps = max(0, wl.output_len - 1)
@@ -541,10 +554,10 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
                                                                          devices, NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
-                t_cold = per_dev * neuron_cold[k]
-                cold_max = float(t_cold.max())
+                cold_max = charge(per_dev, neuron_cold[k], cold_busy)
                 block = max(t_gpu, cold_max)
                 if timeline:
+                    t_cold = per_dev * neuron_cold[k]
                     intervals.append(Interval("gpu", f"L{layer}.{'qkv' if which == 0 else 'mlp'} hot", t, t + t_gpu, "decode"))
                     intervals += [Interval("host_cpu" if host else f"dimm_{j}", f"L{layer}.{'qkv' if which == 0 else 'mlp'} cold",
                                            t, t + float(t_cold[j]), "decode") for j in range(devices) if t_cold[j] > 0]
@@ -554,7 +567,6 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc_gpu"] += t_gpu
                 acc["fc_cold"] += cold_max
                 acc["gpu_busy"] += t_gpu
-                acc["cold_busy"] += t_cold
                 acc["correct"] += correct
                 acc["total"] += len(a)
                 acc["predicted"] += predicted
