@@ -341,6 +341,19 @@ def test_tally_equals_numpy_counts(seed, devices, byte):
     assert np.array_equal(activity, before + actual)
 
 
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=50),
+       single=st.booleans())
+@example(values=[-8.0, 8.0, 0.0, -7.998046875, 8.5, -9.0, float("nan")], single=False)
+def test_normal_cdf_equals_numpy_interp(values, single):
+    with np.errstate(over="ignore"):                          # a huge float64 becomes an infinite float32
+        x = np.array(values, dtype=np.float32 if single else np.float64)
+    x = np.concatenate([x, activations._GRID[::97], np.nextafter(activations._GRID[::97], 9)]).astype(x.dtype)
+    got, want = activations.normal_cdf(x), np.interp(x, activations._GRID, activations._CDF)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))            # bit for bit, NaN included
+    assert activations.normal_cdf(0.3) == np.interp(0.3, activations._GRID, activations._CDF)
+
+
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), devices=st.integers(1, 16))
 def test_charge_equals_numpy(seed, devices):
