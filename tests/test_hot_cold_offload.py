@@ -341,6 +341,28 @@ def test_tally_equals_numpy_counts(seed, devices, byte):
     assert np.array_equal(activity, before + actual)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 300), levels=st.integers(1, 40), shuffle=st.booleans(),
+       batch=st.sampled_from([1, 2, 16]))
+def test_descending_order_equals_stable_argsort(seed, n, levels, shuffle, batch):
+    rng = np.random.default_rng(seed)
+    law = np.sort(rng.integers(0, levels, n) / levels)[::-1]          # non-increasing, with ties
+    if shuffle:
+        law = rng.permutation(law)                                     # not along the ranks: the sort
+    rank = rng.permutation(n)
+    by_rank = np.empty_like(rank)
+    by_rank[rank] = np.arange(n)
+    f = 1.0 - (1.0 - law[rank]) ** batch
+    assert np.array_equal(npl.descending(f, by_rank), np.argsort(-f, kind="stable"))
+
+
+def test_generator_blocks_list_neurons_by_rank():
+    gen = activations.Generator([("a", 500), ("b", 1300)], activations.Statistics(seed=3))
+    for b in gen.blocks:
+        assert sorted(b.by_rank) == list(range(b.neurons))
+        assert np.all(np.diff(b.profile[b.by_rank]) <= 0)
+
+
 @settings(max_examples=40, deadline=None)
 @given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=50),
        single=st.booleans())

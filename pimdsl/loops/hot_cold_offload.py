@@ -333,7 +333,7 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
     batch = s.system.workload.batch
     for k, (b, nb) in enumerate(zip(gen.blocks, nbytes)):
         # a batch computes the union of its sequences' neurons: the profile's batch-union frequency
-        g, order = neuron_placement.groups_of(1.0 - (1.0 - b.profile) ** batch, k, nb, per)
+        g, order = neuron_placement.groups_of(1.0 - (1.0 - b.profile) ** batch, k, nb, per, b.by_rank)
         groups += g
         orders.append(order)
         counts.append([x.count for x in g])

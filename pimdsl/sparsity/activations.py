@@ -128,6 +128,7 @@ class Block:
     neurons: int
     profile: np.ndarray             # profiled f_i (the offline placement's input)
     parents: np.ndarray | None      # (2, neurons) indices into the previous block
+    by_rank: np.ndarray             # the neurons by frequency rank: `profile[by_rank]` does not increase
 
 
 class Generator:
@@ -140,7 +141,7 @@ class Generator:
         self.blocks: list[Block] = []
         density = 1.0 - stats.sparsity
         laws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        prev_rank, thresholds = None, []
+        thresholds = []
         for name, n in sizes:
             if n not in laws:
                 law = power_law(n, density, stats.hot_fraction, stats.hot_share)
@@ -148,16 +149,16 @@ class Generator:
             rank = rng.permutation(n)                       # neuron i has frequency rank rank[i]
             law, quantile = laws[n]
             thresholds.append((quantile[rank] + rng.normal(0.0, stats.drift, n)).astype(np.float32))
+            by_rank = np.empty_like(rank)                       # rank -> neuron
+            by_rank[rank] = np.arange(n)
             parents = None
-            if prev_rank is not None:
-                by_rank = np.empty_like(prev_rank)              # previous block: rank -> neuron
-                by_rank[prev_rank] = np.arange(len(prev_rank))
-                m = len(prev_rank)
+            if self.blocks:
+                m = self.blocks[-1].neurons
                 r = (rank * m) // n
-                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]])
+                prev_by_rank = self.blocks[-1].by_rank
+                parents = np.stack([prev_by_rank[r], prev_by_rank[np.minimum(r + 1, m - 1)]])
                 parents = parents.astype(np.uint16 if m <= 1 << 16 else np.int32)   # half the traffic per token
-            self.blocks.append(Block(name, n, law[rank], parents))
-            prev_rank = rank
+            self.blocks.append(Block(name, n, law[rank], parents, by_rank))
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
         if batch > 1:                                       # the union of the batch's sequences
             union = 1.0 - (1.0 - normal_cdf(np.concatenate(thresholds))) ** batch
