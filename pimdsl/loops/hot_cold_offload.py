@@ -47,7 +47,7 @@ from ..lowering.records import Kernel
 from ..ir.errors import CompileError
 from ..sparsity import activations, neuron_placement
 from ..sparsity.activation_predictor import Predictor
-from ..sparsity.window_remap import imbalance, loads, remap
+from ..sparsity.window_remap import imbalance, loads, remap_in_place
 from ..unread import leading_links
 
 STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu", "hermes_random",
@@ -612,12 +612,11 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                     imb_before.append(imbalance(before))
                 if sw.remap:
                     after = before.copy()
-                    new, moves = remap(cold, activity[k], devices, after)
+                    moves = remap_in_place(cold, activity[k], devices, after)
                     if before.sum() > 0:
                         imb_after.append(imbalance(after))
-                    moved = new != cold                   # only cold neurons move
-                    placed.home[k][moved] = new[moved]
                     if moves:                 # pairs move in parallel, each over its own DIMM-link
+                        np.copyto(placed.home[k], cold, where=cold >= 0)      # only cold neurons move
                         link_bytes = sum(c for c, _, _ in moves) * nbytes[k]
                         acc["link_bytes"] += link_bytes
                         longest = max(c for c, _, _ in moves) * nbytes[k]
