@@ -99,8 +99,10 @@ def _solve(p: Problem, time_limit_s: float, aggregate_dimms: bool) -> Placement:
     for gi, g in enumerate(p.groups):         # each neuron on one device
         rows.append((list(range(gi * per, gi * per + per)), [1.0] * per))
         lo.append(g.count), hi.append(g.count)
-    for l in range(B):
-        members = [gi for gi, g in enumerate(p.groups) if g.block == l]
+    by_block = [[] for _ in range(B)]
+    for gi, g in enumerate(p.groups):
+        by_block[g.block].append(gi)
+    for l, members in enumerate(by_block):
         t = G * per + l
         # T_GPU-l - t_l <= -2 T_sync
         rows.append(([gi * per for gi in members] + [t],
