@@ -7,8 +7,6 @@ and decode steps (`loops/step_run.py`). Every result has `.report` and `.interva
 from __future__ import annotations
 
 from . import loops
-from .loops import step
-from .loops.step_run import run_system
 
 
 def kind_of_run(system) -> str:
@@ -22,7 +20,15 @@ def loop_module(system):
     """The module of the loop that runs `system`: it declares what it reads of the spec
     (STRATEGIES, PARAMS, OP_CLASSES, LINKS; see unread.py). The mapping selects the loop,
     whatever its strategy, so every strategy of a sweep runs on the same loop."""
+    from .loops import step
     return loops.for_system(system) or step
+
+
+def run_system(system, **options):
+    """The step loop (`loops/step_run.py`), imported on first use: a system on a registered loop does
+    not load the step compiler (networkx, the passes; a few tenths of a second)."""
+    from .loops.step_run import run_system as run
+    return run(system, **options)
 
 
 def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline: bool = False):

@@ -341,6 +341,54 @@ def test_tally_equals_numpy_counts(seed, devices, byte):
     assert np.array_equal(activity, before + actual)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 300), levels=st.integers(1, 40), shuffle=st.booleans(),
+       batch=st.sampled_from([1, 2, 16]))
+def test_descending_order_equals_stable_argsort(seed, n, levels, shuffle, batch):
+    rng = np.random.default_rng(seed)
+    law = np.sort(rng.integers(0, levels, n) / levels)[::-1]          # non-increasing, with ties
+    if shuffle:
+        law = rng.permutation(law)                                     # not along the ranks: the sort
+    rank = rng.permutation(n)
+    by_rank = np.empty_like(rank)
+    by_rank[rank] = np.arange(n)
+    f = 1.0 - (1.0 - law[rank]) ** batch
+    assert np.array_equal(npl.descending(f, by_rank), np.argsort(-f, kind="stable"))
+
+
+def test_generator_blocks_list_neurons_by_rank():
+    gen = activations.Generator([("a", 500), ("b", 1300)], activations.Statistics(seed=3))
+    for b in gen.blocks:
+        assert sorted(b.by_rank) == list(range(b.neurons))
+        assert np.all(np.diff(b.profile[b.by_rank]) <= 0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1, max_size=50),
+       single=st.booleans())
+@example(values=[-8.0, 8.0, 0.0, -7.998046875, 8.5, -9.0, float("nan")], single=False)
+def test_normal_cdf_equals_numpy_interp(values, single):
+    with np.errstate(over="ignore"):                          # a huge float64 becomes an infinite float32
+        x = np.array(values, dtype=np.float32 if single else np.float64)
+    x = np.concatenate([x, activations._GRID[::97], np.nextafter(activations._GRID[::97], 9)]).astype(x.dtype)
+    got, want = activations.normal_cdf(x), np.interp(x, activations._GRID, activations._CDF)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))            # bit for bit, NaN included
+    assert activations.normal_cdf(0.3) == np.interp(0.3, activations._GRID, activations._CDF)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 16))
+def test_charge_equals_numpy(seed, devices):
+    rng = np.random.default_rng(seed)
+    per_dev = rng.integers(0, 5000, devices)
+    neuron_s = float(rng.random() * 1e-7)
+    busy = rng.random(devices) * 1e-3
+    want_busy, t = busy.copy(), per_dev * neuron_s
+    want_busy += t
+    slowest = hot_cold_offload.charge(per_dev, neuron_s, busy)
+    assert slowest == float(t.max()) and np.array_equal(busy, want_busy)     # bit for bit
+
+
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------
 
 def split_gemv(weights, x, active, device, dimms):

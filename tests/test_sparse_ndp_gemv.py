@@ -135,3 +135,11 @@ def test_neuron_cost_is_kept_on_disk_by_content(dimm, tmp_path, monkeypatch):
     monkeypatch.setattr(sparse_ndp_gemv, "_CACHE", {})                  # another shape is another entry
     with pytest.raises(pytest.fail.Exception):
         neuron_seconds(dimm, 5001, 1)
+
+
+@pytest.mark.parametrize("n, k, m", [(16, 10240, 1), (32, 24576, 1), (5, 4096, 4)])
+def test_program_seconds_same_on_both_dram_engines(dimm, monkeypatch, n, k, m):
+    # the calibration runs on the compiled core from its first command; the reference is the Python engine
+    compiled = program_seconds(dimm, n, k, m)
+    monkeypatch.setenv("PIMDSL_DRAM_ENGINE", "python")
+    assert program_seconds(dimm, n, k, m) == compiled

@@ -32,12 +32,13 @@ encodings (RoPE) and biases are not modelled (under 0.1% of the FLOPs).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING, Sequence
 
 from ..ir.errors import PimdslError
 from ..ir.workload import DTYPE_BYTES, Model
+
+if TYPE_CHECKING:                   # networkx is imported where a graph is built: loops that build none
+    import networkx as nx           # (and `pimc check`) do not pay its 0.3 s import
 
 PHASES = ("prefill", "decode")
 NORM_FLOPS = {"rmsnorm": 4, "layernorm": 8}
@@ -98,6 +99,7 @@ class _TransformerStep:
         self.m, self.phase, self.batch, self.tokens, self.contexts = model, phase, batch, tokens, contexts
         self.b = DTYPE_BYTES[model.dtype]
         self.rows = batch * tokens                  # activation rows through the linear layers
+        import networkx as nx
         self.graph = nx.DiGraph(model=model.name, phase=phase, batch=batch, tokens=tokens,
                                 context=contexts if len(set(contexts)) > 1 else contexts[0], dtype=model.dtype)
         m = model
@@ -207,6 +209,7 @@ class _TransformerStep:
 
 def _declared_graph(model: Model) -> nx.DiGraph:
     """A graph model's own ops (`tensor` and `op` blocks), with shapes from its tensors."""
+    import networkx as nx
     g = nx.DiGraph(model=model.name, phase="graph", batch=1, tokens=1, context=0, dtype=model.dtype)
     tensors = {t.name: t for t in model.tensors}
     producer = {}

@@ -47,7 +47,7 @@ from ..lowering.records import Kernel
 from ..ir.errors import CompileError
 from ..sparsity import activations, neuron_placement
 from ..sparsity.activation_predictor import Predictor
-from ..sparsity.window_remap import imbalance, loads, remap
+from ..sparsity.window_remap import imbalance, loads, remap_in_place
 from ..unread import leading_links
 
 STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu", "hermes_random",
@@ -333,7 +333,7 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
     batch = s.system.workload.batch
     for k, (b, nb) in enumerate(zip(gen.blocks, nbytes)):
         # a batch computes the union of its sequences' neurons: the profile's batch-union frequency
-        g, order = neuron_placement.groups_of(1.0 - (1.0 - b.profile) ** batch, k, nb, per)
+        g, order = neuron_placement.groups_of(1.0 - (1.0 - b.profile) ** batch, k, nb, per, b.by_rank)
         groups += g
         orders.append(order)
         counts.append([x.count for x in g])
@@ -494,6 +494,18 @@ def tally(guess, actual, on_gpu, home, devices, activity):
     return n_gpu, per_dev, len(g8) - differ, predicted, fired, hit
 
 
+@njit(cache=True)
+def charge(per_dev, neuron_s, busy):
+    """Each device's time for its `per_dev` neurons of `neuron_s` seconds, added to `busy`; returns the
+    slowest device's (numpy's `t = per_dev * neuron_s; busy += t; t.max()` in one call per block)."""
+    slowest = 0.0
+    for j in range(len(per_dev)):
+        t = per_dev[j] * neuron_s
+        busy[j] += t
+        slowest = max(slowest, t)
+    return slowest
+
+
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     from ..ir.intervals import Interval
     m, wl, p = s.system.model, s.system.workload, s.params
@@ -526,6 +538,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
                predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
                link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
+    cold_busy = acc["cold_busy"]
     imb_before, imb_after, pending_link = [], [], np.zeros(m.layers)
     t = ttft
     steps = max(0, wl.output_len - 1)
@@ -541,10 +554,10 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
                                                                          devices, NO_ACTIVITY if activity is None else activity[k])
                 t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
-                t_cold = per_dev * neuron_cold[k]
-                cold_max = float(t_cold.max())
+                cold_max = charge(per_dev, neuron_cold[k], cold_busy)
                 block = max(t_gpu, cold_max)
                 if timeline:
+                    t_cold = per_dev * neuron_cold[k]
                     intervals.append(Interval("gpu", f"L{layer}.{'qkv' if which == 0 else 'mlp'} hot", t, t + t_gpu, "decode"))
                     intervals += [Interval("host_cpu" if host else f"dimm_{j}", f"L{layer}.{'qkv' if which == 0 else 'mlp'} cold",
                                            t, t + float(t_cold[j]), "decode") for j in range(devices) if t_cold[j] > 0]
@@ -554,7 +567,6 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc_gpu"] += t_gpu
                 acc["fc_cold"] += cold_max
                 acc["gpu_busy"] += t_gpu
-                acc["cold_busy"] += t_cold
                 acc["correct"] += correct
                 acc["total"] += len(a)
                 acc["predicted"] += predicted
@@ -600,12 +612,11 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                     imb_before.append(imbalance(before))
                 if sw.remap:
                     after = before.copy()
-                    new, moves = remap(cold, activity[k], devices, after)
+                    moves = remap_in_place(cold, activity[k], devices, after)
                     if before.sum() > 0:
                         imb_after.append(imbalance(after))
-                    moved = new != cold                   # only cold neurons move
-                    placed.home[k][moved] = new[moved]
                     if moves:                 # pairs move in parallel, each over its own DIMM-link
+                        np.copyto(placed.home[k], cold, where=cold >= 0)      # only cold neurons move
                         link_bytes = sum(c for c, _, _ in moves) * nbytes[k]
                         acc["link_bytes"] += link_bytes
                         longest = max(c for c, _, _ in moves) * nbytes[k]

@@ -20,12 +20,14 @@ no PIM lowering handles), reported as a diagnostic at `span`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from ..ir.errors import CompileError
 from ..ir.hardware import Memory
 from ..ir.workload import System
+
+if TYPE_CHECKING:              # imported where the order is needed: a loop that builds no graph does not pay it
+    import networkx as nx
 
 
 
@@ -66,6 +68,7 @@ class Program:
     def order(self) -> list[str]:
         g = self.graph
         if "order" not in g.graph:
+            import networkx as nx
             index = {n: i for i, n in enumerate(g.nodes)}
             g.graph["order"] = list(nx.lexicographical_topological_sort(g, key=index.__getitem__))
         return g.graph["order"]

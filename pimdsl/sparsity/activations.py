@@ -35,8 +35,49 @@ _GRID = np.linspace(-8.0, 8.0, 8193)
 _CDF = np.array([0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) for x in _GRID])
 
 
+_SLOPES = (_CDF[1:] - _CDF[:-1]) / (_GRID[1:] - _GRID[:-1])
+
+
 def normal_cdf(x):
-    return np.interp(x, _GRID, _CDF)
+    """`np.interp(x, _GRID, _CDF)`, bit for bit, compiled: on the uniform grid a point's interval is
+    found by division instead of numpy's binary search (a tenth of the time over a 70B model's neurons)."""
+    x = np.asarray(x)
+    out = np.empty(x.shape)
+    _interp_uniform(x.ravel(), _GRID, _CDF, _SLOPES, (len(_GRID) - 1) / (_GRID[-1] - _GRID[0]), out.reshape(-1))
+    return out if out.ndim else out[()]
+
+
+@njit(cache=True)
+def _interp_uniform(x, xp, fp, slopes, inv_step, out):
+    """numpy's `interp` (numpy/_core/src/multiarray/compiled_base.c: the same slopes, edge values and
+    NaN fallbacks) on a grid of about equal steps; the guessed interval is corrected by comparison, so
+    the grid's rounding does not matter."""
+    n = len(xp)
+    for i in range(len(x)):
+        v = np.float64(x[i])
+        if np.isnan(v):
+            out[i] = v
+            continue
+        if v < xp[0]:
+            out[i] = fp[0]
+            continue
+        if v >= xp[n - 1]:
+            out[i] = fp[n - 1]
+            continue
+        j = min(max(int((v - xp[0]) * inv_step), 0), n - 2)
+        while xp[j] > v:
+            j -= 1
+        while xp[j + 1] <= v:
+            j += 1
+        if xp[j] == v:
+            out[i] = fp[j]
+            continue
+        r = slopes[j] * (v - xp[j]) + fp[j]
+        if np.isnan(r):
+            r = slopes[j] * (v - xp[j + 1]) + fp[j + 1]
+            if np.isnan(r) and fp[j] == fp[j + 1]:
+                r = fp[j]
+        out[i] = r
 
 
 def normal_quantile(p):
@@ -87,6 +128,7 @@ class Block:
     neurons: int
     profile: np.ndarray             # profiled f_i (the offline placement's input)
     parents: np.ndarray | None      # (2, neurons) indices into the previous block
+    by_rank: np.ndarray             # the neurons by frequency rank: `profile[by_rank]` does not increase
 
 
 class Generator:
@@ -99,7 +141,7 @@ class Generator:
         self.blocks: list[Block] = []
         density = 1.0 - stats.sparsity
         laws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        prev_rank, thresholds = None, []
+        thresholds = []
         for name, n in sizes:
             if n not in laws:
                 law = power_law(n, density, stats.hot_fraction, stats.hot_share)
@@ -107,16 +149,16 @@ class Generator:
             rank = rng.permutation(n)                       # neuron i has frequency rank rank[i]
             law, quantile = laws[n]
             thresholds.append((quantile[rank] + rng.normal(0.0, stats.drift, n)).astype(np.float32))
+            by_rank = np.empty_like(rank)                       # rank -> neuron
+            by_rank[rank] = np.arange(n)
             parents = None
-            if prev_rank is not None:
-                by_rank = np.empty_like(prev_rank)              # previous block: rank -> neuron
-                by_rank[prev_rank] = np.arange(len(prev_rank))
-                m = len(prev_rank)
+            if self.blocks:
+                m = self.blocks[-1].neurons
                 r = (rank * m) // n
-                parents = np.stack([by_rank[r], by_rank[np.minimum(r + 1, m - 1)]])
+                prev_by_rank = self.blocks[-1].by_rank
+                parents = np.stack([prev_by_rank[r], prev_by_rank[np.minimum(r + 1, m - 1)]])
                 parents = parents.astype(np.uint16 if m <= 1 << 16 else np.int32)   # half the traffic per token
-            self.blocks.append(Block(name, n, law[rank], parents))
-            prev_rank = rank
+            self.blocks.append(Block(name, n, law[rank], parents, by_rank))
         cuts = np.cumsum([b.neurons for b in self.blocks])[:-1]
         if batch > 1:                                       # the union of the batch's sequences
             union = 1.0 - (1.0 - normal_cdf(np.concatenate(thresholds))) ** batch

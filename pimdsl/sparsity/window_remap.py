@@ -34,10 +34,16 @@ def remap(device: np.ndarray, activity: np.ndarray, dimms: int,
     given, is `loads(device, activity, dimms)` and becomes the loads after the moves (whole counts, so
     the shifts are exact)."""
     device = device.copy()
+    return device, remap_in_place(device, activity, dimms, z)
+
+
+def remap_in_place(device: np.ndarray, activity: np.ndarray, dimms: int,
+                   z: np.ndarray | None = None) -> list[tuple[int, int, int]]:
+    """`remap` moving the neurons of `device` itself (no copy); returns the moves."""
     z = loads(device, activity, dimms) if z is None else z
     order = np.argsort(-z, kind="stable")
     moves = _pair_moves(device, activity, z, order)
-    return device, [(int(c), int(hi), int(lo)) for c, hi, lo in moves]
+    return [(int(c), int(hi), int(lo)) for c, hi, lo in moves]
 
 
 @njit(cache=True)
