@@ -18,6 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # never the user's: every run starts cold, and its processes share what they time.
 os.environ.setdefault("PIMDSL_TIMING_CACHE", tempfile.mkdtemp(prefix="pimdsl-timing-"))
 
+# The test run's processes (xdist workers, the `pimc` subprocesses of CLI tests) keep the bytecode
+# they compile, even where the environment turns that off (PYTHONDONTWRITEBYTECODE): otherwise each
+# of them compiles every module of pimdsl again (a tenth of the run's CPU on such a machine).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 @pytest.fixture
 def spec_file(tmp_path, monkeypatch):
