@@ -159,7 +159,8 @@ def context_loop(memory, seq_len, heads, head_dim):
 
 
 @pytest.mark.parametrize("make,seq_len", [(score_loop, 64 * 32), (score_loop, 301 * 32),
-                                          (context_loop, 40000), (context_loop, 123456)])
+                                          (context_loop, 40000),
+                                          pytest.param(context_loop, 123456, marks=pytest.mark.slow)])
 def test_fast_equals_exact_with_blocking_refresh(memory, make, seq_len):
     """Tiles timed in a stream take at least their estimate (one tile alone), so fast mode, which
     skips periods up to the last cycle before a refresh falls due, never skips a header that would
