@@ -490,3 +490,19 @@ def test_a_parallel_block_cuts_its_ffn_branch_and_serves(norms):
     small = ["workload.batch=8", "workload.requests=16", "workload.dataset=alpaca"]
     report = simulate(_system("neupims_gpt3_7b", [*small, *par])).report
     assert report["requests"] == 16 and report["tokens_per_s"] > 0
+
+
+@settings(max_examples=15, deadline=None)
+@given(contexts=st.lists(st.integers(0, 5000), min_size=1, max_size=6), again=st.lists(st.integers(0, 5000),
+       min_size=1, max_size=6), gqa=st.booleans(), parallel=st.booleans(), tokens=st.integers(1, 40))
+def test_a_layer_cut_reused_for_other_contexts_equals_a_fresh_cut(contexts, again, gqa, parallel, tokens):
+    """layer_segments builds one (model, phase, batch) cut and swaps in the attention ops of later
+    contexts: every op equals the one a fresh graph of those contexts gives."""
+    from pimdsl.loops import layer_work
+    sets = (["gpt3_7b.kv_heads=8"] if gqa else []) + (["gpt3_7b.parallel_attention=true"] if parallel else [])
+    model = _system("neupims_gpt3_7b", sets).model
+    again = (again * len(contexts))[:len(contexts)]           # the same batch: the cut is reused
+    for phase, t in (("decode", 1), ("prefill", tokens)):
+        layer_work.layer_segments(model, phase, contexts, t)
+        reused = layer_work.layer_segments(model, phase, again, t)
+        assert reused == layer_work._cut(model, phase, again, t)

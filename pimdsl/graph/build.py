@@ -184,27 +184,34 @@ class _TransformerStep:
 
     def _attention(self, i, q, kv):
         """Score and context over each request's keys: its cache plus (causally) its new tokens."""
-        m, b, t = self.m, self.b, self.tokens
-        p = f"L{i}."
-        causal = m.architecture == "decoder"
-        # (query, key) pairs per head: new tokens see the cache and, causally, the earlier new ones
-        pairs = sum(t * c + (t * (t + 1) // 2 if causal else t * t) for c in self.contexts)
-        kv_lens = [c + t for c in self.contexts]
-        shape = {"requests": self.batch, "heads": m.heads, "kv_heads": m.kv_heads, "q": t,
-                 "kv": kv_lens if len(set(kv_lens)) > 1 else kv_lens[0], "head_dim": m.head_dim}
-        kv_bytes = sum(kv_lens) * m.kv_heads * m.head_dim * b       # K (or V) of every request
-        q_bytes = self.rows * m.heads * m.head_dim * b
-        scores = pairs * m.heads
-        score = self._add(Op(p + "attn_score", "attn_score", "attention", i, m.dtype, shape,
-                             flops=2.0 * scores * m.head_dim, read_bytes=q_bytes + kv_bytes,
-                             write_bytes=scores * b), q, kv)
-        soft = self._add(Op(p + "softmax", "softmax", "attention", i, m.dtype, shape,
-                            flops=float(SOFTMAX_FLOPS * scores), read_bytes=scores * b,
-                            write_bytes=scores * b), score)
-        context = self._add(Op(p + "attn_context", "attn_context", "attention", i, m.dtype, shape,
-                               flops=2.0 * scores * m.head_dim, read_bytes=scores * b + kv_bytes,
-                               write_bytes=q_bytes), soft, kv)
-        return score, context
+        score, soft, context = attention_ops(self.m, i, self.tokens, self.contexts)
+        self._add(score, q, kv)
+        self._add(soft, score.name)
+        self._add(context, soft.name, kv)
+        return score.name, context.name
+
+
+def attention_ops(m: Model, i: int, t: int, contexts: list[int]) -> tuple[Op, Op, Op]:
+    """Layer `i`'s score, softmax and context ops for requests with `contexts` cached tokens and
+    `t` new tokens each: the only ops of a step whose numbers depend on the contexts."""
+    b, batch = DTYPE_BYTES[m.dtype], len(contexts)
+    p = f"L{i}."
+    causal = m.architecture == "decoder"
+    # (query, key) pairs per head: new tokens see the cache and, causally, the earlier new ones
+    pairs = sum(t * c + (t * (t + 1) // 2 if causal else t * t) for c in contexts)
+    kv_lens = [c + t for c in contexts]
+    shape = {"requests": batch, "heads": m.heads, "kv_heads": m.kv_heads, "q": t,
+             "kv": kv_lens if len(set(kv_lens)) > 1 else kv_lens[0], "head_dim": m.head_dim}
+    kv_bytes = sum(kv_lens) * m.kv_heads * m.head_dim * b       # K (or V) of every request
+    q_bytes = batch * t * m.heads * m.head_dim * b
+    scores = pairs * m.heads
+    score = Op(p + "attn_score", "attn_score", "attention", i, m.dtype, shape,
+               flops=2.0 * scores * m.head_dim, read_bytes=q_bytes + kv_bytes, write_bytes=scores * b)
+    soft = Op(p + "softmax", "softmax", "attention", i, m.dtype, shape,
+              flops=float(SOFTMAX_FLOPS * scores), read_bytes=scores * b, write_bytes=scores * b)
+    context = Op(p + "attn_context", "attn_context", "attention", i, m.dtype, shape,
+                 flops=2.0 * scores * m.head_dim, read_bytes=scores * b + kv_bytes, write_bytes=q_bytes)
+    return score, soft, context
 
 
 def _declared_graph(model: Model) -> nx.DiGraph:

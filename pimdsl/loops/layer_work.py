@@ -26,7 +26,7 @@ from typing import Sequence
 
 import networkx as nx
 
-from ..graph.build import Op, build_graph
+from ..graph.build import Op, attention_ops, build_graph
 from ..ir.workload import Model
 
 SEGMENTS = ("qkv", "mha", "proj", "ffn")
@@ -38,19 +38,49 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
     """The ops of one layer of `model` (a device's shard), by segment (see the module docstring):
     a decode step of one request per entry of `contexts` (its earlier tokens), or a prefill of
     `tokens` new tokens per request."""
+    # Only the attention ops' numbers depend on the contexts (graph/build.py): the cut of a
+    # (model, phase, batch, tokens) is built once, and later calls swap in their attention ops.
+    key = (id(model), phase, len(contexts), tokens)
+    known = _CUTS.get(key)
+    if known is not None and known[0] is model:
+        fresh = {op.name: op for op in attention_ops(model, 0, 1 if phase == "decode" else tokens,
+                                                      list(contexts))}
+        return {name: [fresh[op.name] for op in ops] if name == "mha" else list(ops)
+                for name, ops in known[1].items()}
+    out = _cut(model, phase, contexts, tokens)
+    _CUTS[key] = (model, out)               # the model is kept, so its id is not reused
+    return {name: list(ops) for name, ops in out.items()}
+
+
+_CUTS: dict[tuple, tuple[Model, dict[str, list[Op]]]] = {}
+
+
+def _cut(model: Model, phase: str, contexts: Sequence[int], tokens: int) -> dict[str, list[Op]]:
     one = dataclasses.replace(model, layers=1)
     g = build_graph(one, phase, batch=len(contexts), tokens=tokens, context=list(contexts))
-    layer = [n for n in g.nodes if g.nodes[n]["op"].layer == 0]     # insertion order: data-flow order
-    # the cut depends on the graph's structure only, not on its numbers: found once per structure
-    shape = (tuple(layer), tuple(g.nodes[n]["op"].kind for n in layer), tuple(g.edges))
-    plan = _PLANS.get(shape)
-    if plan is None:
-        plan = _PLANS[shape] = _plan(g, layer)
     out: dict[str, list[Op]] = {s: [] for s in SEGMENTS}
     fused: dict[tuple, int] = {}              # (segment, inputs) -> index of the fused linear
-    for name, segment, inputs in plan:
+    layer = [n for n in g.nodes if g.nodes[n]["op"].layer == 0]     # insertion order: data-flow order
+    attention = [n for n in layer if g.nodes[n]["op"].kind in ATTENTION_KINDS]
+    before = set().union(*(nx.ancestors(g, n) for n in attention))
+    after = set().union(*(nx.descendants(g, n) for n in attention))
+    branch = [n for n in layer if n not in before and n not in after and n not in attention]
+    joined = set(branch).union(*(nx.descendants(g, n) for n in branch))     # a parallel FFN and its sum
+    proj_open = True                          # proj runs up to the first residual add after attention
+    for name in layer:
         op = g.nodes[name]["op"]
-        key = (segment, inputs)
+        if op.kind in ATTENTION_KINDS:
+            segment = "mha"
+        elif name in before:
+            segment = "qkv"
+        elif name in joined:
+            segment = "ffn"
+        elif proj_open:
+            segment = "proj"
+            proj_open = op.kind != "add"
+        else:
+            segment = "ffn"
+        key = (segment, tuple(g.predecessors(name)))
         if op.kind in LINEAR_KINDS and key in fused:
             ops = out[segment]
             ops[fused[key]] = _fuse(ops[fused[key]], op)
@@ -59,35 +89,6 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
                 fused[key] = len(out[segment])
             out[segment].append(op)
     return out
-
-
-_PLANS: dict[tuple, tuple] = {}
-
-
-def _plan(g: nx.DiGraph, layer: list[str]) -> tuple[tuple[str, str, tuple], ...]:
-    """(op, its segment, its inputs) for each op of the layer, in data-flow order."""
-    attention = [n for n in layer if g.nodes[n]["op"].kind in ATTENTION_KINDS]
-    before = set().union(*(nx.ancestors(g, n) for n in attention))
-    after = set().union(*(nx.descendants(g, n) for n in attention))
-    branch = [n for n in layer if n not in before and n not in after and n not in attention]
-    joined = set(branch).union(*(nx.descendants(g, n) for n in branch))     # a parallel FFN and its sum
-    proj_open = True                          # proj runs up to the first residual add after attention
-    plan = []
-    for name in layer:
-        kind = g.nodes[name]["op"].kind
-        if kind in ATTENTION_KINDS:
-            segment = "mha"
-        elif name in before:
-            segment = "qkv"
-        elif name in joined:
-            segment = "ffn"
-        elif proj_open:
-            segment = "proj"
-            proj_open = kind != "add"
-        else:
-            segment = "ffn"
-        plan.append((name, segment, tuple(g.predecessors(name))))
-    return tuple(plan)
 
 
 def _fuse(a: Op, b: Op) -> Op:
