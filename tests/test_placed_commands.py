@@ -34,7 +34,7 @@ def _memories():
 
 
 MEMORIES = _memories()
-SHAPES = {"gemv": [{"n": 300, "k": 200, "m": 1}, {"n": 5000, "k": 700, "m": 1}],
+SHAPES = {"gemv": [{"n": 300, "k": 200, "m": 1}, {"n": 1500, "k": 700, "m": 1}],
           "attn_score": [{"kv": 40, "heads": 2, "head_dim": 64, "requests": 1},
                          {"kv": 300, "heads": 3, "head_dim": 128, "requests": 1}]}
 SHAPES["attn_context"] = SHAPES["attn_score"]
