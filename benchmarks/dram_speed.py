@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pimdsl.emit.atomic import atomic_file                                      # noqa: E402
 from pimdsl.interpreter.dram.memory_system import default_engine, replay      # noqa: E402
 from pimdsl.interpreter.dram.traces import read_trace                          # noqa: E402
 from pimdsl.validation import dram_reference as V                        # noqa: E402
@@ -101,8 +102,8 @@ def main(argv=None) -> int:
         ratios = ", ".join(f"{k} {row['ratio'][k]:.2f}x ({v:,.0f})" for k, v in refs.items())
         print(f"{config:12s} {trace:24s} {row['requests_per_s']:>16,} {row['requests_per_s_incl_parse']:>12,}  {ratios}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"engine": engine, "first_replay_s": round(first_s, 3),
-                                               "rows": rows}, indent=1) + "\n")
+        with atomic_file(args.json) as f:
+            f.write(json.dumps({"engine": engine, "first_replay_s": round(first_s, 3), "rows": rows}, indent=1) + "\n")
     return 0
 
 
@@ -172,8 +173,8 @@ def streams(args) -> int:
               + "  ".join(f"{mode} {row[f'python_{mode}_commands_per_s']:>9,} -> {row[f'compiled_{mode}_commands_per_s']:>9,}/s"
                           f" ({row[f'speedup_{mode}']}x)" for mode in ("exact", "fast", "timer_only")))
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpu_s_to_load_compiled_core": load, "runs": args.runs,
-                                               "rows": rows}, indent=1) + "\n")
+        with atomic_file(args.json) as f:
+            f.write(json.dumps({"cpu_s_to_load_compiled_core": load, "runs": args.runs, "rows": rows}, indent=1) + "\n")
     return 0
 
 

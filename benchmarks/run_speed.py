@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pimdsl.emit.atomic import atomic_file
+
 ROOT = Path(__file__).resolve().parents[1]
 PHONE = "specs/systems/pim_sherpa_llama3_2_1b.pim"
 CASES = {
@@ -128,7 +130,8 @@ def main() -> int:
               + (f"  (target < {target:.0f} s)" if target else ""))
     out = {"machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
                        "cpus": os.cpu_count()}, "cases": results}
-    Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    with atomic_file(args.json) as f:          # an interrupted run keeps the last results
+        f.write(json.dumps(out, indent=2) + "\n")
     return 0
 
 
