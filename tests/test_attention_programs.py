@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.values.programs import adder_tree_dot, run
-from pimdsl.lowering.pim_program import check, environment
+from pimdsl.lowering.pim_program import check, environment, expand
+from pimdsl.lowering.stream import unroll
 from pimdsl.loops.pim_attention import attention_lets, attention_shape, attention_stream, vector_banks
 from pimdsl.validation import neupims as N
 
@@ -149,12 +150,22 @@ def test_tiling_is_the_papers_algorithm_1(memory):
     # Algorithm 1 lines 5-6: ((E / N_head) / B_chnl) x (seq_len / P_DRAM) x N_head tiles and
     # (seq_len / P_DRAM) x N_head GWRITEs; 32 banks, 512 FP16 per 1 KB page
     t = attention_lets(memory, "attn_context", 1024, 4, 128)
-    assert (t["units"], t["per_row"], t["steps"], t["chunks"], t["dim_tiles"]) == (32, 512, 32, 2, 4)
-    assert t["rows"] == 32768 and attention_lets(memory, "attn_context", 40, 1, 64)["steps"] == 3
+    assert (t["units"], t["per_row"], t["chunks"], t["dim_tiles"]) == (32, 512, 2, 4)
+    assert t["rows"] == 32768
     program = memory.pim.program("attn_context")
     assert environment(memory, program, attention_shape(1024, 4, 128)) == t
     from pimdsl.ir.pim_program import evaluate
     assert evaluate(program.rows, t) == (128 // 32) * (1024 // 512) * 4
+
+
+@pytest.mark.parametrize("seq,steps", [(40, [3]), (512, [32]), (700, [32, 12]), (1025, [32, 32, 1])])
+def test_each_chunk_takes_the_steps_of_its_tokens(memory, seq, steps):
+    # a full 512-token chunk is 32 COMP steps of 16 lanes; a short last chunk ceil(tokens / 16)
+    # ([NEUPIMS_SIM] NeuPIMSAttend.cc, num_comps), for every dimension tile of every head
+    items = expand(memory, memory.pim.program("attn_context"), attention_shape(seq, 2, 64), values=True)
+    gemvs = [c.data["k"] for c in unroll(items) if c.name == "PIM_GEMV"]
+    dim_tiles = 64 // 32
+    assert gemvs == [k for _ in range(2) for k in steps for _ in range(dim_tiles)]
 
 
 def test_a_tile_too_big_for_the_global_buffer_is_reported(memory):

@@ -191,6 +191,20 @@ def test_blocked_attention_is_bound_by_instruction_issue(gpt3_7b):
     assert drb.layer(seqs, chans)[1].seconds == pytest.approx(8 * float(drb.mha_seconds(np.array([512]))[0]))
 
 
+def test_a_short_last_chunk_issues_fewer_steps(gpt3_7b):
+    # 700 tokens: K.q as before (2 GWRITEs, 2 x 22 tiles of 37); s.V per head a full chunk of 512
+    # (4 tiles of 1 + 32 + 1) and a last chunk of 188 tokens, k = ceil(188 / 16) = 12 (4 tiles of
+    # 1 + 12 + 1), 16 GWRITEs: [NEUPIMS_SIM] NeuPIMSAttend.cc issues num_comps of the last chunk
+    blocked = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim"])
+    per_request = 2 + 44 * 37 + 16 + 8 * (4 * 34 + 4 * 14)
+    seqs = np.array([700, 700, 512])
+    assert blocked.mha_issue_seconds(seqs) == pytest.approx((2 * per_request + 2 + 32 * 37 + 8 + 32 * 34) / 1e9,
+                                                            rel=1e-12)
+    # fused GEMVs issue one instruction whatever k is
+    drb = DeviceCosts(_system("neupims_gpt3_7b", PER_STEP), SERVING_STRATEGIES["npu_pim_drb"])
+    assert drb.mha_issue_seconds(np.array([700])) == pytest.approx((2 + 44 * 5 + 16 + 64 * 2) / 1e9, rel=1e-12)
+
+
 def test_no_issue_limit_without_a_rate(gpt3_7b):
     free = DeviceCosts(_system("neupims_gpt3_7b", [*PER_STEP, "neupims_npu.pim_issue_rate=0"]),
                        SERVING_STRATEGIES["npu_pim"])

@@ -316,7 +316,33 @@ class DeviceCosts:
         n = self.tile_instructions
         score_gw, score_tiles, attend_gw, attend_tiles = self._mha_counts(seq_lens)
         total = ((score_gw + attend_gw) * n["gwrite"] + score_tiles * n["score"] + attend_tiles * n["attend"]).sum()
-        return float(total) / (p.pim_issue_rate * p.clock_hz)
+        return float(total - self._short_chunk_savings(seq_lens)) / (p.pim_issue_rate * p.clock_hz)
+
+    def _short_chunk_savings(self, seq_lens: np.ndarray) -> float:
+        """Instructions a batch's s.V does not issue because each request's last chunk of tokens is
+        short: its GEMVs take k = ceil(tokens / lanes) steps (the declared program), which counts
+        only when a GEMV is issued per step. (The DRAM timing rules do not depend on k, so the
+        tiles' time is the full chunk's: `tile_seconds`.)"""
+        m, d = self.memory, self.head_dim
+        lets = attention_lets(m, "attn_context", 1, 1, d)
+        page, lanes, dims = lets["per_row"], lets["lanes"], lets["dim_tiles"]
+        k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
+        full = self.tile_instructions["attend"]
+        ks, requests = np.unique(k[k > 0], return_counts=True)
+        saved = sum(int(n) * (full - self._attend_instructions(int(v) * lanes)) for v, n in zip(ks, requests))
+        return saved * self.heads * dims
+
+    def _attend_instructions(self, tokens: int) -> float:
+        """Host instructions of one s.V tile over a single chunk of `tokens`, counted in the
+        program's stream like `tile_instructions`."""
+        cache = self.__dict__.setdefault("_attend_counts", {})
+        if tokens not in cache:
+            m, d = self.memory, self.head_dim
+            per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+            dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
+            cache[tokens] = (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
+                             - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
+        return cache[tokens]
 
     def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
