@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+
+import numpy as np
 from functools import lru_cache
 
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.host.models import ModelError, kernel_time, peak_dtype, transfer_time
+from pimdsl.interpreter.host.models import ModelError, kernel_time, peak_dtype, serial_gemv_cycles, transfer_time
 from pimdsl.lowering.records import Kernel
 
 from .conftest import ROOT
@@ -140,6 +142,32 @@ def test_npu_in_order_gemm_by_hand():
     assert kernel_time(proc, small).seconds == pytest.approx(kernel_time(proc, small).memory_s)
     gemv = matmul(1, 7168, 5376, dtype="fp16", device="neupims_npu")
     assert kernel_time(proc, gemv) == kernel_time(npu(), gemv)
+
+
+def test_serial_gemvs_by_hand():
+    # `gemv_issue = serial` (the authors' npu-only branch): a preload of 128 + 128 - 1 cycles plus
+    # its outputs over the 8 arrays, one per 128-element tile of the vector. K.q of one head at
+    # 465 tokens: a 128-vector, 465 outputs: 255 + ceil(465 / 8) = 314; s.V: a 465-vector in
+    # ceil(465 / 128) = 4 tiles of 255 + 128 / 8 = 271: 1,084
+    assert serial_gemv_cycles(npu(), 128, 465) == 314
+    assert serial_gemv_cycles(npu(), 465, 128) == 4 * 271
+    assert list(serial_gemv_cycles(npu(), np.array([1, 128, 129]), 128)) == [271, 271, 542]
+
+
+def test_serial_gemvs_time_decode_attention_per_head():
+    # the serving loop's decode attention on the NPU: 8 heads x 256 requests x (314 + 1,084)
+    # cycles at 1 GHz, above the KV stream; the overlapped default is the KV stream
+    from pimdsl.loops.layer_segments import DeviceCosts, SERVING_STRATEGIES
+    def mha(overrides):
+        spec, diags = load_spec(str(ROOT / "specs" / "systems" / "neupims_gpt3_7b.pim"), overrides)
+        assert spec is not None, diags.render_all()
+        costs = DeviceCosts(spec.systems["neupims_gpt3_7b"], SERVING_STRATEGIES["npu_only"])
+        return dict((s.name, s) for s in costs.layer(np.full(256, 466), np.arange(256) % 32))["mha"].seconds
+    roofline, serial = mha([]), mha(["neupims_npu.systolic_array.gemv_issue=serial"])
+    kv_stream = 256 * 465 * 2 * 1024 * 2 / 1024e9
+    assert kv_stream < roofline < 1.1 * kv_stream
+    # plus K.q's single GEMV and s.V's GEMVs at 466 tokens (the new token's row included)
+    assert serial == pytest.approx(8 * 256 * (255 + 59 + 4 * 271) / 1e9, rel=0.02)
 
 
 def test_npu_systolic_issue_is_checked():

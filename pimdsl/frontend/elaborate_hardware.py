@@ -490,6 +490,7 @@ class HardwareBuilder:
             vector_units=vu.integer("count", 1) if vu else 0,
             vector_width=vu.integer("width") if vu else 0,
             systolic_issue=sa.choice("issue", ("overlapped", "in_order"), "overlapped") if sa else "overlapped",
+            systolic_gemv_issue=sa.choice("gemv_issue", ("overlapped", "serial"), "overlapped") if sa else "overlapped",
             span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0))
         for sub in (sa, vu):
             if sub is not None:

@@ -46,7 +46,7 @@ from functools import cached_property
 import numpy as np
 
 from ..graph.build import Op
-from ..interpreter.host.models import kernel_time, transfer_time
+from ..interpreter.host.models import kernel_time, serial_gemv_cycles, transfer_time
 from ..interpreter.dram.interleave import contention, timer_for
 from ..ir.hardware import Memory, Processor
 from ..ir.workload import DTYPE_BYTES, System
@@ -381,6 +381,8 @@ class DeviceCosts:
         kv = s["kv"] if isinstance(s["kv"], list) else [s["kv"]] * s["requests"]
         d, q, heads = s["head_dim"], s["q"], s["heads"]
         if q == 1:
+            if self.processor.systolic_gemv_issue == "serial":
+                return self._serial_gemvs(op, kv, heads, d, nbytes)
             n = heads * sum(kv)
             shape = {"m": 1, "k": d, "n": n} if op.kind == "attn_score" else {"m": 1, "k": n, "n": d}
             return self._kernel(op.name, "gemv", op.flops, nbytes, shape)
@@ -390,6 +392,18 @@ class DeviceCosts:
             one = self._kernel(op.name, "gemm", 2.0 * q * d * length, nbytes / (heads * len(kv)), shape)
             seconds += heads * one.seconds
         return Segment(op.name, "npu", seconds, op.flops, nbytes)
+
+    def _serial_gemvs(self, op: Op, kv: list, heads: int, d: int, nbytes: float) -> Segment:
+        """Decode K.q or s.V as one GEMV per request and head issued one after another
+        (`systolic_array { gemv_issue = serial; }`, `serial_gemv_cycles`): K.q a head_dim vector by
+        head_dim x kv, s.V a kv vector by kv x head_dim; the KV cache streams in under them."""
+        p = self.processor
+        kv = np.asarray(kv, dtype=np.int64)
+        k, n = (d, kv) if op.kind == "attn_score" else (kv, d)
+        cycles = heads * int(np.sum(serial_gemv_cycles(p, k, n))) / p.count
+        compute = cycles / (p.clock_hz * p.efficiency)
+        memory = nbytes / (p.count * p.memory_bandwidth_bytes_per_s)
+        return Segment(op.name, "npu", max(compute, memory), op.flops, nbytes)
 
     @staticmethod
     def _merge(name: str, resource: str, parts: list[Segment]) -> Segment:

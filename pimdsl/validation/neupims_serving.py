@@ -45,6 +45,9 @@ SIMULATOR = ("mapping.params.pipeline=full_batch", "mapping.params.all_reduce=no
 PHYSICAL = ("mapping.params.pipeline=micro_batches", "mapping.params.all_reduce=ring",
             "neupims_npu.systolic_array.issue=overlapped", "neupims_hbm.controller.pim_blocking=serial",
             "neupims_hbm.controller.blocked_gemv_issue=fused")
+# The NPU-only baseline of the authors' `npu-only` branch: decode attention as per-request, per-head
+# GEMVs issued one after another on the systolic arrays (a variant row: validation/neupims.md C).
+SERIAL_GEMVS = "neupims_npu.systolic_array.gemv_issue=serial"
 # One option of SIMULATOR at a time set back to its physical value (30B, batch 256, ShareGPT).
 FLIPS = {"micro-batches": (PHYSICAL[0],), "ring all-reduce": (PHYSICAL[1],),
          "overlapped GEMM issue": (PHYSICAL[2],), "serial PIM blocking": (PHYSICAL[3],),
@@ -78,7 +81,8 @@ def points() -> list[tuple]:
     physical = [(m, "sharegpt", 256, s, *PHYSICAL) for m in MODELS for s in FIG12 if s != "gpu_only"]
     flips = [("30b", "sharegpt", 256, s, *o) for o in FLIPS.values() for s in FIG12 if s != "gpu_only"]
     serial = [("7b", "sharegpt", b, "npu_pim", PHYSICAL[3]) for b in BATCHES]
-    return fig12 + extra + physical + flips + serial
+    npu_only = [(m, d, 256, "npu_only", SERIAL_GEMVS) for m in MODELS for d in DATASETS]
+    return fig12 + extra + physical + flips + serial + npu_only
 
 
 def grid(jobs: int = 2, progress=None, done: dict | None = None) -> dict[str, dict]:
@@ -182,6 +186,12 @@ def batch256_rows(g: dict) -> list[dict]:
             for m in MODELS:
                 rows.append(row("Fig. 12", f"{m} {d} b256: {num} / {den}", paper,
                                 tps(m, d, num) / tps(m, d, den), "x", kind="point"))
+        if den == "npu_only":
+            for d in DATASETS:
+                for m in MODELS:
+                    rows.append(row("Fig. 12", f"{m} {d} b256: {num} / {den}, the authors' NPU-only attention "
+                                    "(serial per-head GEMVs)", paper, tps(m, d, num) / tps(m, d, den, SERIAL_GEMVS),
+                                    "x", kind="variant"))
         for m in MODELS:
             rows.append(row("Fig. 12", f"{m} sharegpt b256: {num} / {den}, physical pipeline (micro-batches, "
                             "ring all-reduce, overlapped GEMMs, serial PIM blocking)", paper,

@@ -200,7 +200,8 @@ def _in_order(processor: Processor, kernel: Kernel, memory_s: float, tiles: int)
     The first batch tile's passes run as the weights stream in (the slower of the two); every
     further batch tile runs after them, from on-chip memory:
     ``seconds = max(memory_s, pass_s) + (ceil(M / cols) - 1) * pass_s``.
-    GEMVs keep the overlapped rule: a vector operand leaves nothing to preload."""
+    GEMVs keep the overlapped rule: a vector operand leaves nothing to preload (with
+    `gemv_issue = serial`, the attention GEMVs of the serving loop follow `serial_gemv_cycles`)."""
     m, k, n = _shape(kernel)
     rows, cols = processor.systolic_rows, processor.systolic_cols
     if not (m and k and n):
@@ -214,6 +215,23 @@ def _in_order(processor: Processor, kernel: Kernel, memory_s: float, tiles: int)
     compute_s = batch_tiles * pass_s
     return KernelTime(seconds, compute_s, memory_s, "compute" if pass_s > memory_s else "memory", "systolic",
                       systolic_tiles=tiles, systolic_cycles=batch_tiles * per_pass)
+
+
+def serial_gemv_cycles(processor: Processor, k, n):
+    """`systolic_array { gemv_issue = serial; }`: the cycles of GEMVs (a k-vector by a k x n
+    matrix; numbers or numpy arrays) issued one after another, as the NeuPIMs authors' NPU-only
+    core runs decode attention ([NEUPIMS_SIM] branch npu-only, src/operations/FusedMHA.cc: per
+    request and head a K.q GEMV and the s.V GEMVs, each a GEMM_PRELOAD; src/SystolicWS.cc
+    issue_ex_inst: a preload starts when the previous instruction finishes and takes
+    ``core_height + core_width + size - 1`` cycles, ``size`` its outputs over the core's
+    `systolic_array_count` arrays). The vector is the stationary operand, one preload per
+    `rows`-element tile of it, and the n outputs stream through:
+    ``ceil(k / rows) * (rows + cols - 1 + ceil(n / count))``. Nothing overlaps one GEMV with the
+    next, so short GEMVs are bound by the preload latency, not by the array's MACs."""
+    rows, cols, arrays = processor.systolic_rows, processor.systolic_cols, processor.systolic_arrays
+    if rows < 1 or cols < 1 or arrays < 1:
+        raise ModelError(f"npu '{processor.name}' has no systolic arrays to issue GEMVs on")
+    return -(-k // rows) * (rows + cols - 1 + -(-n // arrays))
 
 
 def _vector(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:
