@@ -25,6 +25,8 @@ from pathlib import Path
 from numba import njit
 from numba.core import caching, config
 
+from .cache_home import cache_folder
+
 PACKAGE = Path(__file__).resolve().parent
 
 __all__ = ["njit", "folder_for"]
@@ -33,8 +35,7 @@ __all__ = ["njit", "folder_for"]
 def folder_for(source: str | os.PathLike) -> Path:
     """The cache folder of the kernels of `source`, a file inside the pimdsl package, as it is now."""
     source = Path(source).resolve()
-    root = Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "numba"
-    return root / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
+    return cache_folder("numba") / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
 
 
 def stamp(source: Path) -> str:

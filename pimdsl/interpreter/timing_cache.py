@@ -24,6 +24,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..cache_home import cache_folder
+
 PACKAGE = Path(__file__).resolve().parents[1]
 
 
@@ -33,7 +35,7 @@ def folder() -> Path | None:
         return None
     if chosen:
         return Path(chosen)
-    return Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "timing"
+    return cache_folder("timing")
 
 
 @functools.lru_cache(maxsize=1)

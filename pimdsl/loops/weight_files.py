@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache_home import cache_folder
 from .layer_blobs import Blob
 
 NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
@@ -22,7 +23,7 @@ SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "weights"
+    return cache_folder("weights")
 
 
 def folder_for(model_name: str, blobs: tuple[Blob, ...], seed: int, root: Path | None = None) -> Path:
