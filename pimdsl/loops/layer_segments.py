@@ -398,6 +398,8 @@ class DeviceCosts:
         (`systolic_array { gemv_issue = serial; }`, `serial_gemv_cycles`): K.q a head_dim vector by
         head_dim x kv, s.V a kv vector by kv x head_dim; the KV cache streams in under them."""
         p = self.processor
+        if not p.clock_hz:
+            _fail(self.system, f"processor '{p.name}' gives gemv_issue = serial but no clock", "add clock = ...; to it")
         kv = np.asarray(kv, dtype=np.int64)
         k, n = (d, kv) if op.kind == "attn_score" else (kv, d)
         cycles = heads * int(np.sum(serial_gemv_cycles(p, k, n))) / p.count
