@@ -72,7 +72,11 @@ def test_program_equals_brute_force(freq, seed):
         with pytest.raises(ValueError, match="do not fit"):
             npl.solve(problem)
         return
-    assert npl.solve(problem).objective_s == pytest.approx(want, rel=1e-6)
+    # optimal up to the relative MIP gap the solver reports (HiGHS stops within mip_rel_gap = 1e-4,
+    # so a random example may end 1e-4 above the optimum): never below it, never past the gap
+    sol = npl.solve(problem)
+    assert sol.objective_s >= want * (1 - 1e-9)
+    assert sol.objective_s - want <= sol.gap * sol.objective_s + 1e-9 * want
 
 
 def test_program_solution_is_kept_on_disk_by_content(tmp_path, monkeypatch):
