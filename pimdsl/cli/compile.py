@@ -29,7 +29,7 @@ from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
 from ..loops.step_run import compile_step, memory_bytes
-from ..lowering.records import Kernel, PimWork, Transfer
+from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
 from ..lowering.stream import count_commands
 from ..passes.program import Program
 from ..ir.errors import CompileError
@@ -108,6 +108,9 @@ def _write_step(program: Program, folder: str, args) -> dict:
             "pim_commands": 0, "kernel_flops": sum(k.flops for k in kernels),
             "kernel_bytes": sum(k.bytes for k in kernels),
             "transfers": len(transfers), "transfer_bytes": sum(t.bytes for t in transfers)}
+    absorbed = {name: a["lowered"].by for name, a in ops if isinstance(a["lowered"], Absorbed)}
+    if absorbed:                # ops a PIM program covers (`covers`): listed, never silently gone
+        info["absorbed"] = absorbed
     if args.graph:
         return info
     memory = program.pim_memory

@@ -95,7 +95,7 @@ class _Program:
                              did_you_mean(node.name or "", P.OP_SHAPES, "op classes"))
             return None
         scope = set(P.CONSTANTS) | set(P.OP_SHAPES[node.name]) | set(self.files)
-        lets, layouts, rows, body = [], [], None, []
+        lets, layouts, rows, body, covers = [], [], None, [], ()
         for stmt in node.body:
             try:
                 if isinstance(stmt, Let):
@@ -104,6 +104,8 @@ class _Program:
                     scope = scope | {stmt.name}
                 elif isinstance(stmt, Assign) and stmt.name == "rows":
                     rows = self.expr(stmt.expr, scope)
+                elif isinstance(stmt, Assign) and stmt.name == "covers":
+                    covers = self.covers(stmt)
                 elif isinstance(stmt, Block) and stmt.kind == "layout":
                     layouts.append(self.layout(stmt, scope))
                 else:
@@ -113,7 +115,47 @@ class _Program:
         if layouts and rows is None:
             self.diags.error(f"program {node.name} lays out a tensor but does not say how many rows it takes",
                              node.span, "add `rows = <row indices the op takes in every bank>;`")
-        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span)
+        self.check_covered(covers, body)
+        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span, covers)
+
+    def check_covered(self, covers: tuple[str, ...], body: list) -> None:
+        """A covered kind that is also a command effect (softmax) must be done by a command of the
+        program with that effect: `covers` states what the commands do, it does not replace them."""
+        effects = set()
+        def walk(stmts):
+            for stmt in stmts:
+                if isinstance(stmt, P.For):
+                    walk(stmt.body)
+                elif isinstance(stmt, P.Issue) and stmt.command in self.commands:
+                    effects.add(self.commands[stmt.command].effect)
+        walk(body)
+        for kind in covers:
+            if kind in P.EFFECTS and kind not in effects:
+                self.diags.error(f"program {self.node.name} covers {kind} but issues no command of effect {kind}",
+                                 self.node.span, f"issue the unit's {kind} command in the program, or remove "
+                                 f"{kind} from `covers`")
+
+    def covers(self, stmt: Assign) -> tuple[str, ...]:
+        """`covers = [KIND, ...];`: the op kinds that follow the program's op class in a model step
+        and that the program already performs (L3's score program ends with the rank PU's softmax)."""
+        follows = P.COVERABLE.get(self.node.name, ())
+        items = getattr(stmt.expr, "items", None)
+        if items is None or not all(isinstance(i, Ref) and len(i.parts) == 1 for i in items):
+            self.diags.error("`covers` is a list of op kinds", stmt.span, "write e.g. `covers = [softmax];`")
+            raise _Skip
+        kinds = []
+        for item in items:
+            kind = item.parts[0]
+            if kind not in follows:
+                self.diags.error(f"a {self.node.name} program cannot cover '{kind}'", item.span,
+                                 did_you_mean(kind, follows, f"op kinds that directly follow {self.node.name}")
+                                 if follows else f"no op kind directly follows {self.node.name} in a model step")
+                continue
+            if kind in kinds:
+                self.diags.error(f"'{kind}' is covered twice", item.span)
+                continue
+            kinds.append(kind)
+        return tuple(kinds)
 
     def statements(self, stmts, scope: set) -> list:
         out = []

@@ -194,6 +194,9 @@ class PimProgram:
     layouts: tuple[Layout, ...]
     rows: Expr | None             # row indices the op takes in every bank (weights and results)
     span: Span = field(compare=False, repr=False)
+    # op kinds that directly follow this op class and that the program performs as well (`covers =
+    # [softmax];`): such an op placed on the unit is absorbed by it, not run again (passes/tiling.py)
+    covers: tuple[str, ...] = field(default=(), metadata={"json": "omit_default"})
 
     def layout(self, tensor: str) -> Layout | None:
         return next((l for l in self.layouts if l.tensor == tensor), None)
@@ -230,6 +233,11 @@ OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
              "attn_score": ("kv", "heads", "head_dim", "requests"),
              "attn_context": ("kv", "heads", "head_dim", "requests"),
              "elementwise": ("n",)}
+
+# The op kinds a program for an op class may cover (`covers = [...]`): those that directly follow
+# it in a model step (graph/build.py: attn_score -> softmax -> attn_context), so that the covering
+# op's result is the covered op's input.
+COVERABLE = {"attn_score": ("softmax",)}
 
 # Constants every program may read (values from the memory the unit joins, see lowering/pim_program).
 CONSTANTS = ("channels", "pseudo_channels", "ranks", "bank_groups", "banks_per_group", "banks", "rows",
