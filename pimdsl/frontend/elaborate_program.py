@@ -66,6 +66,8 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                      "global_buffer"),
             "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
                     "reads [row, <source>] and writes [host]"),
+            "group_dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
+                          "reads [row, <source>] and writes [host]"),
             "scale": ("row" in c.reads and len([s for s in c.reads if s in ranked]) == 1
                       and len([s for s in c.writes if s in files]) == 1,
                       "reads [row, <register file placed per rank>] and writes one register file (the accumulators)"),
@@ -119,8 +121,10 @@ class _Program:
         return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span, covers)
 
     def check_covered(self, covers: tuple[str, ...], body: list) -> None:
-        """A covered kind that is also a command effect (softmax) must be done by a command of the
-        program with that effect: `covers` states what the commands do, it does not replace them."""
+        """A covered kind must be something the unit does: a command of the program with that effect
+        (softmax: the values executor applies it), or an operation the unit declares (`operations`,
+        a unit whose command for it changes no declared state): `covers` states what the commands
+        do, it does not replace them."""
         effects = set()
         def walk(stmts):
             for stmt in stmts:
@@ -130,10 +134,11 @@ class _Program:
                     effects.add(self.commands[stmt.command].effect)
         walk(body)
         for kind in covers:
-            if kind in P.EFFECTS and kind not in effects:
-                self.diags.error(f"program {self.node.name} covers {kind} but issues no command of effect {kind}",
-                                 self.node.span, f"issue the unit's {kind} command in the program, or remove "
-                                 f"{kind} from `covers`")
+            if kind not in effects and kind not in self.unit.operations:
+                self.diags.error(f"program {self.node.name} covers {kind}, but it issues no command of effect "
+                                 f"{kind} and unit '{self.unit.name}' does not list {kind} in its operations",
+                                 self.node.span, f"issue the unit's {kind} command in the program (`effect = {kind};`), "
+                                 f"or remove {kind} from `covers`")
 
     def covers(self, stmt: Assign) -> tuple[str, ...]:
         """`covers = [KIND, ...];`: the op kinds that follow the program's op class in a model step

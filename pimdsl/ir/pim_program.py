@@ -214,6 +214,9 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   copy      reads = [row], writes = [<buffer or register file>]; the row's SIMD words from entry reg
 #   dot       reads = [row, <source>], writes = [host]; per bank, k SIMD words of the row from word src
 #             dotted with entries src.. of the source, returned to output + stride x (the bank's index)
+#   group_dot as dot, but each word read as runs of `group` lanes (lanes past the last whole run unused)
+#             and run j dotted with the same run of the source (an adder tree read at the level of
+#             `group` inputs): run j's sum returned to output + stride x (the bank's index) + step x j
 # Effects of a unit with state on its rank (a register file with `placement = rank`: a buffer chip's
 # unit beside the bank units); b is a bank's index within its rank, elements are entry x lanes + lane:
 #   scale     reads = [row, <file>], writes = [<accumulators>]; per bank, acc entry += row burst x one
@@ -225,6 +228,7 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
            "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
+           "group_dot": ("src", "k", "output", "stride", "group", "step"),
            "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
            "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n")}
 
