@@ -152,7 +152,7 @@ class _Program:
         for item in items:
             kind = item.parts[0]
             if kind not in follows:
-                self.diags.error(f"a {self.node.name} program cannot cover '{kind}'", item.span,
+                self.diags.error(f"program {self.node.name} cannot cover '{kind}'", item.span,
                                  did_you_mean(kind, follows, f"op kinds that directly follow {self.node.name}")
                                  if follows else f"no op kind directly follows {self.node.name} in a model step")
                 continue
