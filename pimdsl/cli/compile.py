@@ -9,8 +9,9 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
                   (at most --max-requests lines; summary.json says if cut)
   transfers.json  data moved between memories over links, when any (passes/transfers.py)
   graph.json, graph.dot   the op graph
-and DIR/summary.json; `--gzip` writes commands.txt.gz and requests.trace.gz
-instead, compressed as they stream. Everything is written into a temporary folder beside
+and DIR/summary.json (per step: op counts by device, PIM ops, kernels, transfers, and
+`absorbed`: the ops a PIM program covers, each with its covering op); `--gzip`
+writes commands.txt.gz and requests.trace.gz instead, compressed as they stream. Everything is written into a temporary folder beside
 DIR that replaces DIR as a whole at the end (emit/atomic.py): a failed or
 interrupted compile leaves DIR as it was, and no file of an earlier compile
 survives in it. Pass times go to stderr (--time-passes), never into the
