@@ -107,3 +107,4 @@ def test_a_host_softmax_after_a_covering_program_is_an_error(tmp_path, capsys):
            "unit 'l3_bank_pu', which already performs softmax (covers = [softmax])" in err
     assert f"{tmp_path}/l3.pim:" in err and "softmax = pim" in err
     assert not (tmp_path / "out").exists()
+    assert err.count("already performs softmax") == 1        # once, not once per layer

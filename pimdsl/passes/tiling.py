@@ -41,7 +41,7 @@ def run(program: Program) -> Program:
     for name, attrs in program.ops():
         op = attrs["op"]
         if not attrs["device"].startswith("pim:"):
-            problems += _run_twice(program, name, op, attrs)
+            problems += _run_twice(program, name, op, attrs, checked)
             single_copy = attrs.get("layout") == "pim_aware" and op.weight in matrices and memory is not None
             if single_copy and memory.pim.programs and program_for(memory.pim, "gemv") is not None:
                 n, k = matrices[op.weight]
@@ -65,14 +65,18 @@ def covering_op(program: Program, name: str, op):
     return None
 
 
-def _run_twice(program: Program, name: str, op, attrs: dict) -> list[CompileError]:
+def _run_twice(program: Program, name: str, op, attrs: dict, checked: set) -> list[CompileError]:
     """An op placed on a processor that directly follows a PIM op whose program covers it: the
-    program already did it, so the host would apply it a second time (softmax of probabilities)."""
+    program already did it, so the host would apply it a second time (softmax of probabilities).
+    Reported for the first such op of each kind (every layer repeats it)."""
     g = program.graph
     for pred in g.predecessors(name):
         a = g.nodes[pred]
         declared = a.get("program")
         if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()):
+            if ("twice", op.kind) in checked:
+                return []
+            checked.add(("twice", op.kind))
             mapping = program.system.mapping
             table = mapping.placement.get(program.phase, {}) if mapping else {}
             key = next((c for c in candidates(op) if c in table), None)

@@ -169,7 +169,7 @@ class ProgramExecutor:
             results = adder_tree_dot(rows, vector, lanes).astype(self.dt)[:, None]
         for (r, b), values in zip(targets, results):
             for j, value in enumerate(values):
-                out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b) + (a["step"] * j if j else 0)
+                out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b) + a.get("step", 0) * j
                 if 0 <= out < len(self.y):
                     self.y[out] = np.float32(self.y[out] + np.float32(value))
 
