@@ -9,8 +9,9 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
                   (at most --max-requests lines; summary.json says if cut)
   transfers.json  data moved between memories over links, when any (passes/transfers.py)
   graph.json, graph.dot   the op graph
-and DIR/summary.json; `--gzip` writes commands.txt.gz and requests.trace.gz
-instead, compressed as they stream. Everything is written into a temporary folder beside
+and DIR/summary.json (per step: op counts by device, PIM ops, kernels, transfers, and
+`absorbed`: the ops a PIM program covers, each with its covering op); `--gzip`
+writes commands.txt.gz and requests.trace.gz instead, compressed as they stream. Everything is written into a temporary folder beside
 DIR that replaces DIR as a whole at the end (emit/atomic.py): a failed or
 interrupted compile leaves DIR as it was, and no file of an earlier compile
 survives in it. Pass times go to stderr (--time-passes), never into the
@@ -29,7 +30,7 @@ from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
 from ..loops.step_run import compile_step, memory_bytes
-from ..lowering.records import Kernel, PimWork, Transfer
+from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
 from ..lowering.stream import count_commands
 from ..passes.program import Program
 from ..ir.errors import CompileError
@@ -108,6 +109,9 @@ def _write_step(program: Program, folder: str, args) -> dict:
             "pim_commands": 0, "kernel_flops": sum(k.flops for k in kernels),
             "kernel_bytes": sum(k.bytes for k in kernels),
             "transfers": len(transfers), "transfer_bytes": sum(t.bytes for t in transfers)}
+    absorbed = {name: a["lowered"].by for name, a in ops if isinstance(a["lowered"], Absorbed)}
+    if absorbed:                # ops a PIM program covers (`covers`): listed, never silently gone
+        info["absorbed"] = absorbed
     if args.graph:
         return info
     memory = program.pim_memory

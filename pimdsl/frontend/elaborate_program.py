@@ -66,6 +66,8 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                      "global_buffer"),
             "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
                     "reads [row, <source>] and writes [host]"),
+            "group_dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
+                          "reads [row, <source>] and writes [host]"),
             "scale": ("row" in c.reads and len([s for s in c.reads if s in ranked]) == 1
                       and len([s for s in c.writes if s in files]) == 1,
                       "reads [row, <register file placed per rank>] and writes one register file (the accumulators)"),
@@ -95,7 +97,7 @@ class _Program:
                              did_you_mean(node.name or "", P.OP_SHAPES, "op classes"))
             return None
         scope = set(P.CONSTANTS) | set(P.OP_SHAPES[node.name]) | set(self.files)
-        lets, layouts, rows, body = [], [], None, []
+        lets, layouts, rows, body, covers = [], [], None, [], ()
         for stmt in node.body:
             try:
                 if isinstance(stmt, Let):
@@ -104,6 +106,8 @@ class _Program:
                     scope = scope | {stmt.name}
                 elif isinstance(stmt, Assign) and stmt.name == "rows":
                     rows = self.expr(stmt.expr, scope)
+                elif isinstance(stmt, Assign) and stmt.name == "covers":
+                    covers = self.covers(stmt)
                 elif isinstance(stmt, Block) and stmt.kind == "layout":
                     layouts.append(self.layout(stmt, scope))
                 else:
@@ -113,7 +117,50 @@ class _Program:
         if layouts and rows is None:
             self.diags.error(f"program {node.name} lays out a tensor but does not say how many rows it takes",
                              node.span, "add `rows = <row indices the op takes in every bank>;`")
-        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span)
+        self.check_covered(covers, body)
+        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span, covers)
+
+    def check_covered(self, covers: tuple[str, ...], body: list) -> None:
+        """A covered kind must be something the unit does: a command of the program with that effect
+        (softmax: the values executor applies it), or an operation the unit declares (`operations`,
+        a unit whose command for it changes no declared state): `covers` states what the commands
+        do, it does not replace them."""
+        effects = set()
+        def walk(stmts):
+            for stmt in stmts:
+                if isinstance(stmt, P.For):
+                    walk(stmt.body)
+                elif isinstance(stmt, P.Issue) and stmt.command in self.commands:
+                    effects.add(self.commands[stmt.command].effect)
+        walk(body)
+        for kind in covers:
+            if kind not in effects and kind not in self.unit.operations:
+                self.diags.error(f"program {self.node.name} covers {kind}, but it issues no command of effect "
+                                 f"{kind} and unit '{self.unit.name}' does not list {kind} in its operations",
+                                 self.node.span, f"issue the unit's {kind} command in the program (`effect = {kind};`), "
+                                 f"or remove {kind} from `covers`")
+
+    def covers(self, stmt: Assign) -> tuple[str, ...]:
+        """`covers = [KIND, ...];`: the op kinds that follow the program's op class in a model step
+        and that the program already performs (L3's score program ends with the rank PU's softmax)."""
+        follows = P.COVERABLE.get(self.node.name, ())
+        items = getattr(stmt.expr, "items", None)
+        if items is None or not all(isinstance(i, Ref) and len(i.parts) == 1 for i in items):
+            self.diags.error("`covers` is a list of op kinds", stmt.span, "write e.g. `covers = [softmax];`")
+            raise _Skip
+        kinds = []
+        for item in items:
+            kind = item.parts[0]
+            if kind not in follows:
+                self.diags.error(f"program {self.node.name} cannot cover '{kind}'", item.span,
+                                 did_you_mean(kind, follows, f"op kinds that directly follow {self.node.name}")
+                                 if follows else f"no op kind directly follows {self.node.name} in a model step")
+                continue
+            if kind in kinds:
+                self.diags.error(f"'{kind}' is covered twice", item.span)
+                continue
+            kinds.append(kind)
+        return tuple(kinds)
 
     def statements(self, stmts, scope: set) -> list:
         out = []

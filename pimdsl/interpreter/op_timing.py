@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from ..ir.hardware import Memory
 from ..ir.workload import System
-from ..lowering.records import Kernel, PimWork, Transfer
+from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
 from . import timing_cache
 from .dram.compiled_timer import make_timer
 from .host.models import KernelTime, kernel_time, transfer_time
@@ -86,6 +86,8 @@ class OpTimer:
         return hit
 
     def seconds(self, lowered) -> float:
+        if isinstance(lowered, Absorbed):      # done by the covering op's commands, timed with them
+            return 0.0
         if isinstance(lowered, Transfer):
             return transfer_time(self.links[lowered.link], lowered.bytes)
         return self.pim(lowered).seconds if isinstance(lowered, PimWork) else self.kernel(lowered).seconds

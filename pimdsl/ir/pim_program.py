@@ -194,6 +194,9 @@ class PimProgram:
     layouts: tuple[Layout, ...]
     rows: Expr | None             # row indices the op takes in every bank (weights and results)
     span: Span = field(compare=False, repr=False)
+    # op kinds that directly follow this op class and that the program performs as well (`covers =
+    # [softmax];`): such an op placed on the unit is absorbed by it, not run again (passes/tiling.py)
+    covers: tuple[str, ...] = field(default=(), metadata={"json": "omit_default"})
 
     def layout(self, tensor: str) -> Layout | None:
         return next((l for l in self.layouts if l.tensor == tensor), None)
@@ -211,6 +214,9 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   copy      reads = [row], writes = [<buffer or register file>]; the row's SIMD words from entry reg
 #   dot       reads = [row, <source>], writes = [host]; per bank, k SIMD words of the row from word src
 #             dotted with entries src.. of the source, returned to output + stride x (the bank's index)
+#   group_dot as dot, but each word read as runs of `group` lanes (lanes past the last whole run unused)
+#             and run j dotted with the same run of the source (an adder tree read at the level of
+#             `group` inputs): run j's sum returned to output + stride x (the bank's index) + step x j
 # Effects of a unit with state on its rank (a register file with `placement = rank`: a buffer chip's
 # unit beside the bank units); b is a bank's index within its rank, elements are entry x lanes + lane:
 #   scale     reads = [row, <file>], writes = [<accumulators>]; per bank, acc entry += row burst x one
@@ -222,6 +228,7 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
            "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
+           "group_dot": ("src", "k", "output", "stride", "group", "step"),
            "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
            "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n")}
 
@@ -230,6 +237,11 @@ OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
              "attn_score": ("kv", "heads", "head_dim", "requests"),
              "attn_context": ("kv", "heads", "head_dim", "requests"),
              "elementwise": ("n",)}
+
+# The op kinds a program for an op class may cover (`covers = [...]`): those that directly follow
+# it in a model step (graph/build.py: attn_score -> softmax -> attn_context), so that the covering
+# op's result is the covered op's input.
+COVERABLE = {"attn_score": ("softmax",)}
 
 # Constants every program may read (values from the memory the unit joins, see lowering/pim_program).
 CONSTANTS = ("channels", "pseudo_channels", "ranks", "bank_groups", "banks_per_group", "banks", "rows",

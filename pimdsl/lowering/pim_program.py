@@ -410,7 +410,7 @@ def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError
             if decl.effect == "reduce":
                 state["output"] = [s for s in dst if s != "host"]
         values = {name: evaluate(e, env) for name, e in stmt.args}
-        if decl is not None and decl.effect == "dot" and state["src"]:
+        if decl is not None and decl.effect in ("dot", "group_dot") and state["src"]:
             values = {**values, "src": values.get("src", 0) + values.get("k", 1) - 1}   # the last entry read
         # the last element a rank-file effect touches (elements: entry x lanes + lane)
         elements = {"scale": lambda v: ("src", v["src"] + (sizes["banks"] - 1) // max(1, v["share"])),

@@ -44,6 +44,18 @@ class Transfer:
 
 
 @dataclass(frozen=True)
+class Absorbed:
+    """An op on a PIM memory done by the program of the op before it (`covers = [...]`, LANGUAGE.md):
+    no commands of its own, no time; it names the op whose commands did its work."""
+    op: str
+    memory: str
+    by: str                        # the covering op
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
 class PimWork:
     """An op on a PIM memory: its structured command stream, per channel.
 

@@ -2,8 +2,9 @@
 
 Assumes allocation (PIM GEMV layouts carry their rows). Guarantees: every op
 has `lowered`: a `PimWork` for ops on PIM (the stream of one channel, built
-lazily by the generic expander from the unit's declared program), a `Kernel` for ops on a
-processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
+lazily by the generic expander from the unit's declared program), an `Absorbed`
+for an op on PIM that the previous op's program covers (tiling.py: no commands,
+no time), a `Kernel` for ops on a processor. A GEMV over m > 1 tokens on PIM repeats the single-vector stream
 m times (PIM units hold one input vector at a time).
 
 On a PIM memory with a count (`memory d[4]`) each instance runs its share of the op
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from ..ir.pim_program import OP_SHAPES
 from ..lowering.pim_program import expand, placed
-from ..lowering.records import Kernel, PimWork
+from ..lowering.records import Absorbed, Kernel, PimWork
 from ..lowering.stream import Loop
 from .program import Program
 from .strategy import noncacheable_read_bandwidth, smc_bandwidth
@@ -39,7 +40,9 @@ def run(program: Program) -> Program:
     memory = program.pim_memory
     for name, attrs in program.ops():
         op, device = attrs["op"], attrs["device"]
-        if device.startswith("pim:"):
+        if attrs.get("family") == "covered":          # the covering op's commands did it (tiling.py)
+            attrs["lowered"] = Absorbed(name, memory.name, attrs["covered_by"])
+        elif device.startswith("pim:"):
             works = [_pim_work(memory, name, op, attrs, shape) for shape in _instance_shapes(memory, op, attrs)]
             attrs["lowered"] = works[0]               # the largest share: the op's time
             if memory.count > 1:

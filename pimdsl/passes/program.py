@@ -5,14 +5,17 @@ context) and its NetworkX op graph. Each pass adds node attributes:
 
   placement   device      processor name, or `pim:<memory>`
   tiling      tiling      the op's shape, for its declared PIM program (PIM ops only)
-              family      `program`: the op runs the unit's declared program
+              family      `program`: the op runs the unit's declared program; `covered`: the
+                          previous op's program does it (`covers`), it runs nothing itself
               program     the unit's declared PimProgram for the op (family `program`)
+              covered_by  the op whose program covers it (family `covered`)
   layout      region      the region that holds the op's weights
               layout      host_friendly or pim_aware
               access      how a host op reads its weights (cacheable, oracle, smc, ...)
   allocation  alloc       an `Allocation`: where the weights live
   smc         smc_*       copy ops added before host GEMMs that read swizzled weights
-  lowering    lowered     a `PimWork` (structured command stream) or a `Kernel`
+  lowering    lowered     a `PimWork` (structured command stream), an `Absorbed` (family
+                          `covered`) or a `Kernel`
 
 `CompileError` is a problem of the spec (a weight that does not fit, an op
 no PIM lowering handles), reported as a diagnostic at `span`.

@@ -12,7 +12,11 @@ op on PIM gets family `program`, its `program` the unit's program for its
 class (a GEMM without one runs the GEMV program once per token), its `tiling`
 the op's shape, and every problem of every op (no program for the class, a
 layout that does not cover the weight, a tile outside the declared state, a
-unit with no programs at all) is reported at once.
+unit with no programs at all) is reported at once. An op on PIM with no
+program of its own that directly follows an op whose program covers its kind
+(`covers = [softmax];`) gets family `covered` and `covered_by` that op: it is
+absorbed, not run again. The same op placed on a processor is an error: the
+host would redo what the program did.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import weakref
 
 from ..ir.pim_program import OP_SHAPES, ProgramError, evaluate
 from ..lowering.pim_program import check, environment, layout_problem
+from .placement import candidates
 from .program import Program
 from ..ir.errors import CompileError
 
@@ -36,6 +41,7 @@ def run(program: Program) -> Program:
     for name, attrs in program.ops():
         op = attrs["op"]
         if not attrs["device"].startswith("pim:"):
+            problems += _run_twice(program, name, op, attrs, checked)
             single_copy = attrs.get("layout") == "pim_aware" and op.weight in matrices and memory is not None
             if single_copy and memory.pim.programs and program_for(memory.pim, "gemv") is not None:
                 n, k = matrices[op.weight]
@@ -46,6 +52,41 @@ def run(program: Program) -> Program:
     if problems:
         raise CompileError(problems[0].message, problems[0].span, problems[0].hint, problems[1:])
     return program
+
+
+def covering_op(program: Program, name: str, op):
+    """The op right before `name` on the same device whose declared program covers `op`'s kind
+    (`covers = [...]`, LANGUAGE.md), if any: its commands already did this op's work."""
+    g, device = program.graph, program.graph.nodes[name]["device"]
+    for pred in g.predecessors(name):
+        a = g.nodes[pred]
+        if a.get("device") == device and op.kind in getattr(a.get("program"), "covers", ()):
+            return pred
+    return None
+
+
+def _run_twice(program: Program, name: str, op, attrs: dict, checked: set) -> list[CompileError]:
+    """An op placed on a processor that directly follows a PIM op whose program covers it: the
+    program already did it, so the host would apply it a second time (softmax of probabilities).
+    Reported for the first such op of each kind (every layer repeats it)."""
+    g = program.graph
+    for pred in g.predecessors(name):
+        a = g.nodes[pred]
+        declared = a.get("program")
+        if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()):
+            if ("twice", op.kind) in checked:
+                return []
+            checked.add(("twice", op.kind))
+            mapping = program.system.mapping
+            table = mapping.placement.get(program.phase, {}) if mapping else {}
+            key = next((c for c in candidates(op) if c in table), None)
+            span = mapping.placement_spans.get((program.phase, key), mapping.span) if mapping else declared.span
+            return [CompileError(f"op {name} ({op.kind}) is placed on {attrs['device']}, but {pred} runs program "
+                                 f"{declared.op_class} of PIM unit '{program.pim_memory.pim.name}', which already "
+                                 f"performs {op.kind} (covers = [{', '.join(declared.covers)}])", span,
+                                 f"place {op.kind} on pim (`{op.kind} = pim;`) so that it is absorbed, or remove "
+                                 f"{op.kind} from the program's `covers`")]
+    return []
 
 
 def program_for(pim, kind: str):
@@ -65,6 +106,9 @@ _PROBLEMS: dict[tuple, tuple[weakref.ref, list]] = {}
 def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set) -> list[CompileError]:
     pim = memory.pim
     declared = program_for(pim, op.kind)
+    if declared is None and (by := covering_op(program, name, op)) is not None:
+        attrs["family"], attrs["covered_by"] = "covered", by     # done by `by`'s program: absorbed
+        return []
     if declared is None:
         if ("class", op.kind) in checked:
             return []

@@ -20,6 +20,9 @@ of every pair), by its declared effect:
             source: each word's `lanes` products and their adder tree in float32, words added in
             float32, the result rounded to the datatype; the host adds it in float32 into output
             `output + stride x` the bank's index in the channel (rank x banks + bank)
+  group_dot as dot, each word taken as runs of `group` lanes (lanes past the last whole run unused):
+            run j of the k words dotted with run j of the entries, its sum added into output
+            `output + stride x` the bank's index `+ step x j`
 
 A register file declared `placement = rank` is one file per rank, shared by the rank's units (a
 buffer chip's unit); its elements are numbered entry x lanes + lane. With b a bank's index within
@@ -102,7 +105,7 @@ class ProgramExecutor:
             return
         a = c.data
         targets = self._banks(decl, c)
-        if decl.effect == "dot":
+        if decl.effect in ("dot", "group_dot"):
             return self._dot(decl, c, targets)
         if decl.effect in _RANK_EFFECTS:
             return _RANK_EFFECTS[decl.effect](self, decl, c, targets)
@@ -155,11 +158,20 @@ class ProgramExecutor:
                          for r, b in targets])
         vector = np.stack([self.entries(src, (c.channel, c.pseudo_channel, r, self.unit_of(b, self.org.banks_per_group)))
                            [a["src"]:a["src"] + a["k"]].reshape(-1) for r, b in targets])
-        results = adder_tree_dot(rows, vector, lanes).astype(self.dt)
-        for (r, b), value in zip(targets, results):
-            out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b)
-            if 0 <= out < len(self.y):
-                self.y[out] = np.float32(self.y[out] + np.float32(value))
+        if decl.effect == "group_dot":          # runs of `group` lanes, each its own adder tree
+            group = a["group"]
+            runs = lanes // group
+            words_of = lambda x: x.reshape(len(targets), a["k"], lanes)[..., :runs * group]
+            runs_of = lambda x: words_of(x).reshape(len(targets), a["k"], runs, group).transpose(0, 2, 1, 3)
+            results = adder_tree_dot(runs_of(rows).reshape(len(targets), runs, -1),
+                                     runs_of(vector).reshape(len(targets), runs, -1), group).astype(self.dt)
+        else:
+            results = adder_tree_dot(rows, vector, lanes).astype(self.dt)[:, None]
+        for (r, b), values in zip(targets, results):
+            for j, value in enumerate(values):
+                out = a["output"] + a["stride"] * (r * self.org.banks_per_rank + b) + a.get("step", 0) * j
+                if 0 <= out < len(self.y):
+                    self.y[out] = np.float32(self.y[out] + np.float32(value))
 
 
 def _scale(ex: ProgramExecutor, decl, c: Command, targets) -> None:
