@@ -24,6 +24,18 @@ os.environ.setdefault("PIMDSL_TIMING_CACHE", tempfile.mkdtemp(prefix="pimdsl-tim
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
+@pytest.fixture(scope="session")
+def dram_traces(tmp_path_factory):
+    """One folder of regenerated DRAM reference traces for the whole run, shared by the xdist workers
+    (their temporary folders sit side by side in the run's): a trace two test files replay is generated
+    once (validation/dram_reference.ensure_traces writes each whole, checked by sha256)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = shared / "dram-traces"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 @pytest.fixture
 def spec_file(tmp_path, monkeypatch):
     """Returns a function that writes `spec.pim` (dedented) and returns its path."""
