@@ -33,7 +33,7 @@ def test_kernels_are_cached_under_the_users_pimdsl_cache():
 def test_a_second_clone_loads_the_first_ones_kernels_and_an_edit_recompiles(tmp_path):
     clones = [tmp_path / name for name in ("a", "b", "edited")]
     for clone in clones:
-        shutil.copytree(ROOT / "pimdsl", clone / "pimdsl", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / "pimdsl", clone / "pimdsl", ignore=shutil.ignore_patterns("*.nbi", "*.nbc"))
     edited = clones[2] / "pimdsl" / "sparsity" / "window_remap.py"
     edited.write_text(edited.read_text() + "\n# an edit\n")
     env = {"PIMDSL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}

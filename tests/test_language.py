@@ -41,3 +41,23 @@ def test_example_elaborates_to_golden_ir(index, spec_file):
         golden.write_text(json.dumps(ir, indent=1, sort_keys=True) + "\n")
     assert golden.exists(), f"no golden file {golden.name}; run with UPDATE_GOLDEN=1"
     assert ir == json.loads(golden.read_text())
+
+
+def test_a_parsed_source_is_reused_and_an_edit_or_an_error_parses_again():
+    """frontend/syntax.py keeps parsed sources by (rule, path, text): a second load of the same text
+    gets the same frozen statements, an edited text its own, and a bad text its diagnostic every time."""
+    from pimdsl.frontend.diagnostics import Diagnostics, SpecError
+    from pimdsl.frontend.syntax import parse_source
+    text = "workload w { batch = 1; input_len = 5; }\n"
+    first, d = parse_source(text, "kept.pim", Diagnostics()), Diagnostics()
+    again = parse_source(text, "kept.pim", d)
+    assert again == first and all(a is b for a, b in zip(again, first)) and d.sources["kept.pim"] == text
+    edited = parse_source(text.replace("= 5", "= 6"), "kept.pim", Diagnostics())
+    assert edited != first and edited[0].body[1].expr.text == "6"
+    elsewhere = parse_source(text, "other.pim", Diagnostics())
+    assert elsewhere[0].span.path == "other.pim" and first[0].span.path == "kept.pim"
+    for _ in range(2):
+        d = Diagnostics()
+        with pytest.raises(SpecError):
+            parse_source("workload w { batch = ; }\n", "bad.pim", d)
+        assert len(d.errors) == 1 and "bad.pim:1:" in d.render(d.errors[0])

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import sys
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -296,9 +298,36 @@ def _bracket_depth(text: str) -> int:
 
 
 
+# Parsed sources by (start rule, shown path, text): a process loads the same library files (the DRAM
+# standards, PIM units, models) in every load_spec, and parsing them was most of a load (a sweep's
+# points, the tests' many loads). The trees are frozen dataclasses in tuples, so sharing them is safe
+# (a list would be handed out as a fresh list). Failed parses are not kept (their diagnostics go to
+# each caller's Diagnostics).
+_PARSED: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_ENTRIES, _PARSED_MAX_BYTES = 512, 256 * 1024
+
+
 def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start"):
     """Parse `.pim` text; on a syntax error record a diagnostic and raise SpecError."""
     diags.sources[path] = text
+    key = (start, path, text)
+    with _PARSED_LOCK:
+        kept = _PARSED.get(key)
+        if kept is not None:
+            _PARSED.move_to_end(key)
+    if kept is not None:
+        return list(kept[1]) if kept[0] else kept[1]
+    parsed = _parse(text, path, diags, start)
+    if len(text) <= _PARSED_MAX_BYTES:
+        with _PARSED_LOCK:
+            _PARSED[key] = (True, tuple(parsed)) if isinstance(parsed, list) else (False, parsed)
+            while len(_PARSED) > _PARSED_ENTRIES:
+                _PARSED.popitem(last=False)
+    return parsed
+
+
+def _parse(text: str, path: str, diags: Diagnostics, start: str):
     if len(text) > MAX_SOURCE_BYTES:
         raise diags.error("file too large for a spec (over 8 MiB)", Span(path, 1, 1),
                           "split the spec into files joined with `import`")
