@@ -61,3 +61,30 @@ def test_a_parsed_source_is_reused_and_an_edit_or_an_error_parses_again():
         with pytest.raises(SpecError):
             parse_source("workload w { batch = ; }\n", "bad.pim", d)
         assert len(d.errors) == 1 and "bad.pim:1:" in d.render(d.errors[0])
+
+
+def test_the_built_parser_is_kept_in_the_cache_and_a_damaged_one_rebuilt(tmp_path, monkeypatch):
+    """frontend/syntax.py keeps the LALR parser it builds under $PIMDSL_CACHE/lark: a later process
+    loads it and parses the same trees and errors; a damaged file is built again, never an error."""
+    from pimdsl.frontend import syntax
+    from pimdsl.frontend.diagnostics import Diagnostics, SpecError
+    monkeypatch.setenv("PIMDSL_CACHE", str(tmp_path))
+    text = "dram D { timing { tRCD = 22 cycles; tRC = tRCD + 4; } }\n"
+
+    def fresh(source, path):
+        syntax._parser.cache_clear()
+        syntax._PARSED.clear()
+        diags = Diagnostics()
+        try:
+            return syntax.parse_source(source, path, diags)
+        except SpecError:
+            return [diags.render(d) for d in diags.errors]
+    try:
+        built = [fresh(text, "a.pim"), fresh("dram D { tRCD = ; }\n", "b.pim")]
+        kept = sorted((tmp_path / "lark").glob("start-*.lark"))
+        assert len(kept) == 1 and kept[0].stat().st_size > 1000
+        assert [fresh(text, "a.pim"), fresh("dram D { tRCD = ; }\n", "b.pim")] == built
+        kept[0].write_bytes(b"damaged")
+        assert fresh(text, "a.pim") == built[0] and kept[0].stat().st_size > 1000     # rebuilt, saved again
+    finally:
+        syntax._parser.cache_clear()

@@ -5,8 +5,11 @@ module only builds the tree and turns Lark's exceptions into diagnostics.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import sys
+import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -14,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, v_args
+from lark import __version__ as lark_version
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
@@ -260,10 +264,33 @@ def _unquote(token) -> str:
     return bytes(str(token)[1:-1], "utf-8").decode("unicode_escape", errors="replace")
 
 
+_LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
 @lru_cache(maxsize=None)
 def _parser(start: str) -> Lark:
-    return Lark(grammar_path().read_text(), parser="lalr", start=start,
-                propagate_positions=True, maybe_placeholders=True)
+    """The LALR parser of the grammar from `start`. Building its tables is about 80 ms, in every
+    process that parses (each `pimc` run), so the built parser is kept in the user's pimdsl cache,
+    named by a hash of everything that makes it (grammar, start, options, Lark's version) and written
+    whole (temporary file, then rename); an unreadable or unwritable cache just builds it."""
+    grammar = grammar_path().read_text()
+    key = hashlib.sha256(repr((grammar, start, sorted(_LARK_OPTIONS.items()), lark_version)).encode()).hexdigest()
+    kept = Path(os.environ.get("PIMDSL_CACHE") or Path.home() / ".cache" / "pimdsl") / "lark" / f"{start}-{key[:24]}.lark"
+    try:
+        with open(kept, "rb") as f:
+            return Lark.load(f)
+    except Exception:                          # absent, from another Lark, or damaged: build it
+        pass
+    parser = Lark(grammar, start=start, **_LARK_OPTIONS)
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            parser.save(f)
+        os.replace(tmp, kept)
+    except OSError:
+        pass
+    return parser
 
 
 _TOKEN_WORDS = {
