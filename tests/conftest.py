@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.dram import state as dram_state
+# One BLAS thread in every process of the test run (the workers, one per core, and the `pimc`
+# subprocesses they start, which inherit this): OpenBLAS's own threads only contend with the other
+# worker, spin between the tests' small products, and starting them is a third of a `pimc`
+# process's start-up CPU. Set before numpy loads OpenBLAS, which reads it once.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from pimdsl.frontend.pipeline import load_spec  # noqa: E402
+from pimdsl.interpreter.dram import state as dram_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
