@@ -332,7 +332,7 @@ def _bracket_depth(text: str) -> int:
 # each caller's Diagnostics).
 _PARSED: OrderedDict[tuple[str, str, str], object] = OrderedDict()
 _PARSED_LOCK = threading.Lock()
-_PARSED_ENTRIES, _PARSED_MAX_BYTES = 512, 256 * 1024
+_PARSED_ENTRIES, _PARSED_MAX_BYTES = 256, 64 * 1024      # at most 16 MiB of kept text; specs are a few KiB
 
 
 def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start"):
