@@ -1,6 +1,7 @@
 """Shared test helpers: write a spec snippet to a file and elaborate it."""
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 import textwrap
@@ -9,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.dram import state as dram_state
+# One BLAS thread in every process of the test run (the workers, one per core, and the `pimc`
+# subprocesses they start, which inherit this): OpenBLAS's own threads only contend with the other
+# worker, spin between the tests' small products, and starting them is a third of a `pimc`
+# process's start-up CPU. Set before numpy loads OpenBLAS, which reads it once.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+from pimdsl.frontend.pipeline import load_spec  # noqa: E402
+from pimdsl.interpreter.dram import state as dram_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,6 +30,25 @@ os.environ.setdefault("PIMDSL_TIMING_CACHE", tempfile.mkdtemp(prefix="pimdsl-tim
 # they compile, even where the environment turns that off (PYTHONDONTWRITEBYTECODE): otherwise each
 # of them compiles every module of pimdsl again (a tenth of the run's CPU on such a machine).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+
+def pytest_collection_finish(session):
+    """What collection left alive (every test module, its module-level specs and tables, the items)
+    lives until the process ends: moved out of the cyclic collector's sight, so that every full
+    collection (pipelined_executor.run takes one before each measured run) does not walk it again."""
+    gc.freeze()
+
+
+@pytest.fixture(scope="session")
+def dram_traces(tmp_path_factory):
+    """One folder of regenerated DRAM reference traces for the whole run, shared by the xdist workers
+    (their temporary folders sit side by side in the run's): a trace two test files replay is generated
+    once (validation/dram_reference.ensure_traces writes each whole, checked by sha256)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = shared / "dram-traces"
+    path.mkdir(exist_ok=True)
+    return path
 
 
 @pytest.fixture

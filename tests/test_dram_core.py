@@ -57,8 +57,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def paths(tmp_path_factory):
-    return V.ensure_traces(V.reference_dir(), tmp_path_factory.mktemp("traces"),
+def paths(dram_traces):
+    return V.ensure_traces(V.reference_dir(), dram_traces,
                            sorted({(c, t) for c, t, _, _ in CASES}))
 
 

@@ -42,8 +42,8 @@ def _marked(case):
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory):
-    return tmp_path_factory.mktemp("traces")
+def traces(dram_traces):
+    return dram_traces
 
 
 def test_committed_table_meets_the_targets():

@@ -233,6 +233,23 @@ def test_score_tile_period_near_the_reference(costs, strategy):
     assert t["attend"] < t["score"]
 
 
+def test_measured_tiles_kept_on_disk_equal_a_fresh_measure(gpt3_7b, tmp_path, monkeypatch):
+    """The tile periods, the NPU's read share and the write-back kept by content (timing_cache) are
+    the measurement itself, bit for bit, and another memory gets entries of its own."""
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    blocked = _system("neupims_gpt3_7b", ["neupims_hbm.controller.pim_blocking=channel"])
+    for system, strategy, what in ((gpt3_7b, "npu_pim_drb", "tile_seconds"), (gpt3_7b, "npu_pim_drb", "read_share"),
+                                   (blocked, "npu_pim", "writeback_seconds")):
+        first = getattr(DeviceCosts(system, SERVING_STRATEGIES[strategy]), what)      # measured (empty cache), stored
+        again = DeviceCosts(system, SERVING_STRATEGIES[strategy])
+        setattr(again, f"_measure_{what}", lambda: pytest.fail("measured again"))
+        assert getattr(again, what) == first                # read back, bit for bit
+    assert len(list(tmp_path.glob("*.json"))) == 3
+    # the same heads on a memory whose controller differs: measured again, not read back
+    DeviceCosts(blocked, SERVING_STRATEGIES["npu_pim_drb"]).tile_seconds
+    assert len(list(tmp_path.glob("*.json"))) == 4
+
+
 # (seq_len, score GWRITEs, score tiles, attend GWRITEs, attend tiles) for 8 heads of 128 on 32
 # banks with 512-element pages: score GWRITEs ceil(1024/512); tiles ceil(seq/32) per GWRITE;
 # attend GWRITEs ceil(seq/512) per head; attend tiles ceil(128/32) = 4 per attend GWRITE

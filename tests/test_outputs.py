@@ -162,12 +162,19 @@ def test_a_terminated_compile_leaves_no_temporary(tmp_path):
     assert leftovers(tmp_path) == [] and not out.exists()
 
 
-def test_gzip_writes_the_same_lines_compressed_and_reproducibly(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def unrolled(tmp_path_factory):
+    """The one-layer phone compiled with --unroll, once for the tests that only read it."""
+    out = tmp_path_factory.mktemp("unrolled") / "u"
+    assert compile_to(out, "--unroll") == 0
+    return out
+
+
+def test_gzip_writes_the_same_lines_compressed_and_reproducibly(unrolled, tmp_path, capsys):
     import gzip
-    assert compile_to(tmp_path / "plain", "--unroll") == 0
     assert compile_to(tmp_path / "z1", "--unroll", "--gzip") == 0
     for name in ("decode/commands.txt", "decode/requests.trace"):
-        plain = (tmp_path / "plain" / name).read_bytes()
+        plain = (unrolled / name).read_bytes()
         zipped = (tmp_path / "z1" / f"{name}.gz").read_bytes()
         assert gzip.decompress(zipped) == plain and len(zipped) < len(plain)
         # reproducible: the gzip header holds no timestamp (bytes 4-7) and no file name (flag 0x08);
@@ -176,10 +183,9 @@ def test_gzip_writes_the_same_lines_compressed_and_reproducibly(tmp_path, capsys
         assert not (tmp_path / "z1" / name).exists()
 
 
-def test_the_unrolled_trace_keeps_its_bytes(tmp_path, capsys):
+def test_the_unrolled_trace_keeps_its_bytes(unrolled):
     """The one-layer phone's every-command trace (81,150 timed commands, 5.5 MB) is byte for byte
     what it was before the text path stopped building Command objects (issue 21)."""
     import hashlib
-    assert compile_to(tmp_path / "u", "--unroll") == 0
-    text = (tmp_path / "u" / "decode" / "commands.txt").read_bytes()
+    text = (unrolled / "decode" / "commands.txt").read_bytes()
     assert hashlib.sha256(text).hexdigest() == "943b00ba40fa2cfd218c7b91bc3c958f27e6339915ba1bb848a080007ca10bcb"

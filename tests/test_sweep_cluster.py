@@ -29,7 +29,7 @@ def test_twenty_points_on_a_local_cluster_equal_the_local_pool(tmp_path, capsys)
 
 
 def test_an_unreachable_scheduler_is_a_diagnostic(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 0.5)      # nothing listens on port 9: refused at once
     status = main(["sweep", GEMV, "--grid", "gemv.in=64", "-o", str(tmp_path / "x.csv"),
                    "--scheduler", "tcp://127.0.0.1:9"])
     err = capsys.readouterr().err

@@ -5,15 +5,22 @@ module only builds the tree and turns Lark's exceptions into diagnostics.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import sys
+import tempfile
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken, VisitError
+from lark import __version__ as lark_version
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
+from ..cache_home import cache_folder
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from .diagnostics import Diagnostics, SpecError, Span
 from .resources import grammar_path
@@ -258,10 +265,33 @@ def _unquote(token) -> str:
     return bytes(str(token)[1:-1], "utf-8").decode("unicode_escape", errors="replace")
 
 
+_LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
 @lru_cache(maxsize=None)
 def _parser(start: str) -> Lark:
-    return Lark(grammar_path().read_text(), parser="lalr", start=start,
-                propagate_positions=True, maybe_placeholders=True)
+    """The LALR parser of the grammar from `start`. Building its tables is about 80 ms, in every
+    process that parses (each `pimc` run), so the built parser is kept in the user's pimdsl cache,
+    named by a hash of everything that makes it (grammar, start, options, Lark's version) and written
+    whole (temporary file, then rename); an unreadable or unwritable cache just builds it."""
+    grammar = grammar_path().read_text()
+    key = hashlib.sha256(repr((grammar, start, sorted(_LARK_OPTIONS.items()), lark_version)).encode()).hexdigest()
+    kept = cache_folder("lark") / f"{start}-{key[:24]}.lark"
+    try:
+        with open(kept, "rb") as f:
+            return Lark.load(f)
+    except Exception:                          # absent, from another Lark, or damaged: build it
+        pass
+    parser = Lark(grammar, start=start, **_LARK_OPTIONS)
+    try:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            parser.save(f)
+        os.replace(tmp, kept)
+    except OSError:
+        pass
+    return parser
 
 
 _TOKEN_WORDS = {
@@ -296,9 +326,36 @@ def _bracket_depth(text: str) -> int:
 
 
 
+# Parsed sources by (start rule, shown path, text): a process loads the same library files (the DRAM
+# standards, PIM units, models) in every load_spec, and parsing them was most of a load (a sweep's
+# points, the tests' many loads). The trees are frozen dataclasses in tuples, so sharing them is safe
+# (a list would be handed out as a fresh list). Failed parses are not kept (their diagnostics go to
+# each caller's Diagnostics).
+_PARSED: OrderedDict[tuple[str, str, str], object] = OrderedDict()
+_PARSED_LOCK = threading.Lock()
+_PARSED_ENTRIES, _PARSED_MAX_BYTES = 256, 64 * 1024      # at most 16 MiB of kept text; specs are a few KiB
+
+
 def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start"):
     """Parse `.pim` text; on a syntax error record a diagnostic and raise SpecError."""
     diags.sources[path] = text
+    key = (start, path, text)
+    with _PARSED_LOCK:
+        kept = _PARSED.get(key)
+        if kept is not None:
+            _PARSED.move_to_end(key)
+    if kept is not None:
+        return list(kept[1]) if kept[0] else kept[1]
+    parsed = _parse(text, path, diags, start)
+    if len(text) <= _PARSED_MAX_BYTES:
+        with _PARSED_LOCK:
+            _PARSED[key] = (True, tuple(parsed)) if isinstance(parsed, list) else (False, parsed)
+            while len(_PARSED) > _PARSED_ENTRIES:
+                _PARSED.popitem(last=False)
+    return parsed
+
+
+def _parse(text: str, path: str, diags: Diagnostics, start: str):
     if len(text) > MAX_SOURCE_BYTES:
         raise diags.error("file too large for a spec (over 8 MiB)", Span(path, 1, 1),
                           "split the spec into files joined with `import`")
@@ -320,7 +377,7 @@ def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start")
     try:
         sys.setrecursionlimit(max(old, 10000))
         return _Builder(path).transform(tree)
-    except (RecursionError, VisitError) as exc:
+    except (RecursionError, VisitError):
         raise diags.error("the spec is nested too deeply to read", Span(path, 1, 1),
                           "flatten the deepest expression or block") from None
     finally:

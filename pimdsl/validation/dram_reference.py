@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,19 +111,30 @@ def ensure_traces(ref: Path, out: Path, cases: list[tuple[str, str]]) -> dict[tu
                 missing.append(case)
     for sub, generator in PARTS:
         todo = [case for case in missing if entries[case]["part"] == sub]
-        if not todo:
-            continue
-        (out / sub).mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, str(ref / sub / generator), "--out", str(out / sub)]
-        for config in sorted({c for c, _ in todo}):
-            args += ["--config", config]
-        for trace in sorted({t for _, t in todo}):
-            args += ["--trace", trace]
-        subprocess.run(args, check=True, capture_output=True)
+        if todo:
+            _generate(ref / sub / generator, out / sub, todo)
     for case in missing:
         if _sha256(paths[case]) != entries[case]["sha256"]:
             raise RuntimeError(f"regenerated trace {paths[case]} does not match the manifest's sha256")
     return paths
+
+
+def _generate(generator: Path, out: Path, cases: list[tuple[str, str]]) -> None:
+    """Run a part's generator for exactly `cases`. It writes every config x trace of its arguments,
+    so configs are grouped by the traces they need (a test asking for 15 traces got 24 before). Files
+    are written in a private folder and moved into `out` whole, so processes sharing `out` (test
+    workers) never read a half-written trace; two writing the same one write the same bytes."""
+    out.mkdir(parents=True, exist_ok=True)
+    by_traces: dict[tuple[str, ...], list[str]] = {}
+    for config in sorted({c for c, _ in cases}):
+        by_traces.setdefault(tuple(sorted(t for c, t in cases if c == config)), []).append(config)
+    with tempfile.TemporaryDirectory(dir=out, prefix=".generating-") as tmp:
+        for traces, configs in by_traces.items():
+            args = [sys.executable, str(generator), "--out", tmp]
+            args += [a for c in configs for a in ("--config", c)] + [a for t in traces for a in ("--trace", t)]
+            subprocess.run(args, check=True, capture_output=True)
+        for made in Path(tmp).glob("*.trace"):
+            os.replace(made, out / made.name)
 
 
 def _sha256(path: Path) -> str:
