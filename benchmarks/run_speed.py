@@ -101,13 +101,15 @@ def main() -> int:
     # the README's test command (the default suite, xdist on every core), wall time: minutes, so
     # only when asked by name
     cases += [("test_suite", [], "pytest")]
+    known = {c[0] for c in cases}
     if args.only:
         cases = [c for c in cases if c[0] in args.only.split(",")]
     else:
         cases = [c for c in cases if c[0] != "test_suite"]
+    # the cases not run keep their last results (the suite's too, when it is not asked for)
     results = {}
-    if args.only and Path(args.json).exists():
-        results = json.loads(Path(args.json).read_text())["cases"]
+    if Path(args.json).exists():
+        results = {k: v for k, v in json.loads(Path(args.json).read_text())["cases"].items() if k in known}
     for name, case, command in cases:
         times, cpu, report = time_case(case, args.runs, command)
         seconds = times[0]

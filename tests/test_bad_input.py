@@ -6,7 +6,6 @@ of stalling the suite.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal

@@ -6,7 +6,6 @@ import sys
 
 import pytest
 
-from .conftest import ROOT
 
 
 def pimc(*args, cwd=None):

@@ -11,9 +11,6 @@ from hypothesis import strategies as st
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.interpreter.dram.command_stream import time_commands
-from pimdsl.ir.commands import Command
-from pimdsl.ir.workload import Workload
 from pimdsl.loops import dimm_pim_costs as dc
 from pimdsl.loops.sub_batch_serving import STRATEGIES, decode_iteration_s, setup
 from pimdsl.loops.sub_batch_split import chunk, split, split_by_class

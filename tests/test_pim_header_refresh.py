@@ -16,7 +16,7 @@ from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.ir.commands import Command, StreamError
 from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.lowering.pim_program import expand
-from pimdsl.lowering.stream import Loop, check_uniform, unroll
+from pimdsl.lowering.stream import Loop, check_uniform
 from pimdsl.loops.pim_attention import attention_shape, attention_stream
 from pimdsl.validation import neupims as N
 

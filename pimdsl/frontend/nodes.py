@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .diagnostics import Diagnostics, SpecError, Span, did_you_mean
+from .diagnostics import Diagnostics, Span, did_you_mean
 from .syntax import Assign, Block, Issue, Let, Ref, Rule, Window
 
 # Blocks whose statements run in order (PIM programs): kept as written, in `Node.body`, and

@@ -305,7 +305,7 @@ def _check_weights_fit(system: System, costs: DeviceCosts) -> None:
     if costs.strategy.processor == "gpu" or not regions:
         room, where, span = costs.processor.memory_bytes, f"{costs.processor.name}'s memory", costs.processor.span
     else:
-        room, where, span = sum(r.size_bytes for r in regions), f"the weights region", regions[0].span
+        room, where, span = sum(r.size_bytes for r in regions), "the weights region", regions[0].span
     if need > room:
         raise CompileError(f"{need / 2**30:.2f} GiB of weights per device (tp = {costs.tp}, pp = {costs.pp}) "
                            f"do not fit in {where} ({room / 2**30:.2f} GiB)", span,

@@ -368,7 +368,6 @@ class Replica:
     def step_interleaved(self):
         sides = self._split()
         d0, d1 = (np.array(s, int) for s in sides)
-        none = np.zeros(self.R)
         pim0, pim1 = self._budget(d0), self._budget(d1)
         p1, chunked = self._prefill_pick(pim0, len(d1), True)
         p0, _ = self._prefill_pick(pim1, len(d0), not chunked)

@@ -104,7 +104,7 @@ def _instance_shapes(memory, op, attrs) -> list[dict]:
 
 
 def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
-    fam, tiling = attrs["family"], attrs["tiling"]
+    fam = attrs["family"]
     if fam == "program":                    # declared in the unit: the generic expander
         declared, first_row = attrs["program"], attrs.get("first_row") or 0
         # a program for the op's own class covers its tokens; a GEMV program runs once per token

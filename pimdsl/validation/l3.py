@@ -300,7 +300,7 @@ def markdown(data: dict) -> str:
     lines += ["", "## Sensitivity: the GPU's FP16 rate (GPT-175B OpenR1)", "",
               "[L3] Sec. 6.1 says \"a total of 156 TFLOPs on FP16\"; the spec keeps the datasheet's 312 TFLOPS per GPU.",
               "At 19.5 TFLOPS per GPU (156 for the machine):", "",
-              f"| strategy | tokens/s at 312 per GPU | at 19.5 per GPU |", "|---|---:|---:|",
+              "| strategy | tokens/s at 312 per GPU | at 19.5 per GPU |", "|---|---:|---:|",
               f"| l3 | {data['grid']['gpt3_175b/openr1']['l3']['tokens_per_s']:.1f} | {sens['l3']['tokens_per_s']:.1f} |",
               f"| gpu_only | {data['grid']['gpt3_175b/openr1']['gpu_only']['tokens_per_s']:.1f} | {sens['gpu_only']['tokens_per_s']:.1f} |",
               ""]
