@@ -219,3 +219,17 @@ def test_dual_buffers_keep_more_read_bandwidth_than_blocked(dual, single):
     blocked = contention(single, _pim_work(single), read_rows=16, skip_banks=vector_banks(single))
     assert shared.read_share > blocked.read_share
     assert shared.pim_slowdown <= 1.03
+
+
+def test_the_read_share_beside_pim_is_the_authors_controllers():
+    # the serving loop's measure (K.q and s.V streams with GWRITEs, 64 row reads off the vector
+    # banks) under the PIM-to-read couplings of specs/hardware/neupims.pim: about what the authors'
+    # controller leaves the NPU (validation/reference/pim/neupims_simulator.md section 13: ~0.73 in a
+    # replay of its rules, 0.71 by hand for K.q tiles); without the couplings it was 0.81
+    from pimdsl.frontend.pipeline import load_spec
+    from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts
+    from .conftest import ROOT
+    spec, diags = load_spec(str(ROOT / "specs" / "systems" / "neupims_gpt3_7b.pim"), [])
+    assert spec is not None, diags.render_all()
+    share = DeviceCosts(spec.systems["neupims_gpt3_7b"], SERVING_STRATEGIES["neupims"])._measure_read_share()
+    assert 0.68 <= share <= 0.76
