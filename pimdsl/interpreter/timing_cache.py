@@ -24,6 +24,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..bounded_cache import BoundedCache
 from ..cache_home import cache_folder
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -65,7 +66,7 @@ def canonical(value) -> object:
     return repr(value)
 
 
-_MEMORY_DIGESTS: dict[int, tuple[object, str]] = {}    # id -> (memory, digest): the memory is kept alive
+_MEMORY_DIGESTS: dict[int, tuple[object, str]] = BoundedCache(256)    # id -> (memory, digest): the memory is kept alive
 
 
 def _memory_digest(memory) -> str:

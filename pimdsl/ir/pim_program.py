@@ -17,6 +17,7 @@ from typing import Union
 
 import numpy as np
 
+from ..bounded_cache import BoundedCache
 from .errors import PimdslError, Span
 
 
@@ -97,7 +98,7 @@ def _folded(expr: Expr, constants: dict) -> Expr:
 
 # Each expression becomes a tree of closures once (expanders evaluate the same few expressions
 # for every command of a stream), never Python source: nothing is eval-ed.
-_COMPILED: dict[int, tuple] = {}
+_COMPILED: dict[int, tuple] = BoundedCache(50_000)
 
 
 def _closure(expr: Expr):

@@ -28,6 +28,7 @@ import networkx as nx
 
 from ..graph.build import Op, attention_ops, build_graph
 from ..ir.workload import Model
+from ..bounded_cache import BoundedCache
 
 SEGMENTS = ("qkv", "mha", "proj", "ffn")
 ATTENTION_KINDS = ("attn_score", "softmax", "attn_context")
@@ -52,7 +53,7 @@ def layer_segments(model: Model, phase: str, contexts: Sequence[int], tokens: in
     return {name: list(ops) for name, ops in out.items()}
 
 
-_CUTS: dict[tuple, tuple[Model, dict[str, list[Op]]]] = {}
+_CUTS: dict[tuple, tuple[Model, dict[str, list[Op]]]] = BoundedCache(256)
 
 
 def _cut(model: Model, phase: str, contexts: Sequence[int], tokens: int) -> dict[str, list[Op]]:

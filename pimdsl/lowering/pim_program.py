@@ -53,6 +53,7 @@ from ..ir.pim_program import (PLACE_ARGS, PLACE_FIELDS, For, Issue, Let, PimProg
                               evaluate, names_in, specialized)
 from ..ir.workload import DTYPE_BYTES
 from .stream import Item, Loop, unroll
+from ..bounded_cache import BoundedCache
 
 
 def constants(memory: Memory) -> dict[str, int]:
@@ -317,7 +318,7 @@ def estimate(memory: Memory, commands: list[Command]) -> int:
     return entry[1][key]
 
 
-_SHAPE_DEPENDS: dict[int, tuple[For, bool]] = {}        # id(For) -> (the loop, its answer)
+_SHAPE_DEPENDS: dict[int, tuple[For, bool]] = BoundedCache(10_000)        # id(For) -> (the loop, its answer)
 
 
 def _shape_depends_cached(stmt: For) -> bool:
