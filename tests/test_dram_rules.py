@@ -77,12 +77,15 @@ def _relates(rule, la, a, lb, b):
 
 
 def oracle_delay(tables, cmd_a, a, cmd_b, b):
-    ca, cb = tables.commands[cmd_a], tables.commands[cmd_b]
+    # a command id may be a variant (ChannelTables.variant): its command, with the value of the
+    # argument its rules' latencies depend on
+    value = tables.variant_args[cmd_a - tables.n_cmds][1] if cmd_a >= tables.n_cmds else None
+    ca, cb = tables.commands[tables.base[cmd_a]], tables.commands[tables.base[cmd_b]]
     la, lb = SCOPE_LEVEL[ca.scope], SCOPE_LEVEL[cb.scope]
     delay = ca.bus_cycles if ca.bus == cb.bus else 0
     for rule in tables.rules:
         if ca.name in rule.preceding and cb.name in rule.following and _relates(rule, la, a, lb, b):
-            delay = max(delay, rule.cycles)
+            delay = max(delay, rule.latency(value))
     return delay
 
 
@@ -184,3 +187,43 @@ def test_every_bundled_part_is_covered():
                      "ddr4_3200_part", "hbm2_part", "lpddr4_2400_part", "lpddr5_6400_part"):
         assert expected in names
     assert sum(len(p.rules) for _, p, _ in PARTS) > 300
+
+
+# ---- a rule latency that names its command's argument ------------------------------------------
+
+def test_a_rule_latency_follows_the_commands_argument():
+    from pimdsl.interpreter.dram.command_stream import CommandTimer
+    from pimdsl.ir.commands import Command
+    from pimdsl.frontend.pipeline import load_spec
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "neupims.pim"), [])
+    assert spec is not None, diags.render_all()
+    memory = spec.memories["neupims_hbm"]
+    rule = next(r for r in memory.pim.rules if r.preceding == ("PIM_GEMV",) and r.following == ("PIM_GEMV",))
+    # [REFDATA] pim README Sec. 2: 2 x (max(k, 6) + 1); 18 cycles for the reference's k = 8
+    assert rule.arg == "k" and [rule.latency(k) for k in (0, 6, 8, 32)] == [14, 14, 18, 66]
+    pim = memory.pim
+
+    def gemvs(*ks):
+        timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows)
+        for rank in (0, 1):
+            for g in range(4):
+                timer.issue(Command("PIM_ACT", rank=rank, bank_group=g, row=3))
+        return [timer.issue(Command("PIM_GEMV", row=3, timing_arg=k)) for k in ks]
+
+    cycles = gemvs(8, 32, 8, 3)
+    assert [b - a for a, b in zip(cycles, cycles[1:])] == [18, 66, 18]
+    with pytest.raises(Exception, match="tabulated for k = 0 .. 512"):
+        gemvs(8, 600)
+
+
+def test_a_rule_latency_may_name_one_argument_only(tmp_path):
+    from pimdsl.frontend.pipeline import load_spec
+    spec_file = tmp_path / "two.pim"
+    spec_file.write_text(
+        'import "dram/hbm2.pim";\n'
+        "pim_unit u {\n  placement = bank;\n"
+        "  command G { scope = channel; row_buffer = pim; args = [k, n]; }\n"
+        "  rules { rule channel: G -> G = 2 cycles * (k + n); }\n}\n")
+    spec, diags = load_spec(str(spec_file), [])
+    text = diags.render_all()
+    assert "may depend on one argument of its preceding command, not k, n" in text and "two.pim:5:" in text

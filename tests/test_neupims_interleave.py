@@ -84,9 +84,9 @@ def test_interleaved_commands_keep_every_rule(dual, issued):
     tables = issued[0][3]
     events = sorted(((t, c, _address(tables, tables.target_level(c), k)) for t, c, k, _ in issued),
                     key=lambda e: e[0])
-    names = Counter(tables.commands[c].name for _, c, _ in events)
+    names = Counter(tables.commands[tables.base[c]].name for _, c, _ in events)
     assert names["RD"] == 8 * dual.organization.columns and names["PIM_GEMV"] > 0 and names["PIM_GWRITE"] == 4
-    buses = Counter((t, tables.commands[c].bus) for t, c, _ in events)
+    buses = Counter((t, tables.commands[tables.base[c]].bus) for t, c, _ in events)
     assert max(buses.values()) == 1, "two commands on one bus in one cycle"
     delay = lru_cache(maxsize=None)(lambda a, x, b, y: oracle_delay(tables, a, x, b, y))
     horizon = max([r.cycles for r in tables.rules] + [w.cycles for w in tables.windows]) + 8
@@ -94,12 +94,12 @@ def test_interleaved_commands_keep_every_rule(dual, issued):
         for tj, cj, aj in events[i + 1:]:
             if tj - ti > horizon:
                 break
-            assert tj - ti >= delay(ci, ai, cj, aj), (tables.commands[ci].name, ti, ai,
-                                                       tables.commands[cj].name, tj, aj)
+            assert tj - ti >= delay(ci, ai, cj, aj), (tables.commands[tables.base[ci]].name, ti, ai,
+                                                       tables.commands[tables.base[cj]].name, tj, aj)
     for w in tables.windows:
         units = {}
         for t, c, a in events:
-            if tables.commands[c].name in w.commands:
+            if tables.commands[tables.base[c]].name in w.commands:
                 units.setdefault(a[:SCOPE_LEVEL[w.scope]], []).append(t)
         for times in units.values():
             assert all(b - a >= w.cycles for a, b in zip(times, times[w.count:]))
@@ -189,12 +189,12 @@ def test_refresh_holds_pim_off_the_banks_for_trfc(dual, single, buffers, issued)
     assert timer.refreshes >= 3
     tables = issued[0][3]
     t_rfc = memory.part.timing_cycles["tRFC"]
-    refs = [t for t, c, _, _ in issued if tables.commands[c].refresh]
+    refs = [t for t, c, _, _ in issued if tables.commands[tables.base[c]].refresh]
     assert len(refs) == timer.refreshes
     # REF covers every bank of the channel here (pseudo_channel scope, one pseudo-channel)
-    during = [(tables.commands[c].name, t, ref) for ref in refs for t, c, _, _ in issued
-              if ref <= t < ref + t_rfc and tables.commands[c].name.startswith("PIM_")
-              and tables.commands[c].name != "PIM_HEADER"]
+    during = [(tables.commands[tables.base[c]].name, t, ref) for ref in refs for t, c, _, _ in issued
+              if ref <= t < ref + t_rfc and tables.commands[tables.base[c]].name.startswith("PIM_")
+              and tables.commands[tables.base[c]].name != "PIM_HEADER"]
     assert during == []
     # so refresh costs PIM time: the stream is longer than without it
     assert max(timer_for(memory).run(score_stream(memory, 32 * 64, 4, 128))) < max(cycles)

@@ -126,6 +126,8 @@ def random_stream(draw):
     t, org = timer.tables, memory.organization
     names = [d.name for d in t.commands] + ["NOT_A_COMMAND"]
     announcing = [d.name for d in t.commands if ESTIMATE_ARG in d.args]
+    # commands whose rules depend on an argument (a GEMV's k): now and then one, with a drawn value
+    arg_timed = [d.name for i, d in enumerate(t.commands) if t.arg_dependent[i]]
     roles = t.roles
     act, pre, rd, wr = (t.commands[i].name for i in (roles.act, roles.pre, roles.rd, roles.wr))
     channels = min(6, org.channels)          # more than the first allocation (4 slots)
@@ -141,6 +143,8 @@ def random_stream(draw):
             name = draw(st.sampled_from(names))
         elif pick == 1 and announcing:
             name = draw(st.sampled_from(announcing))
+        elif pick == 2 and arg_timed:
+            name = draw(st.sampled_from(arg_timed))
         elif key not in open_rows:
             name = act
         else:
@@ -151,7 +155,9 @@ def random_stream(draw):
         elif name == pre:
             open_rows.pop(key, None)
         estimate = draw(st.sampled_from([0, 0, 50, 2000, 5000, 100000])) if name in announcing or pick == 0 else 0
-        commands.append(Command(name, row=row, column=draw(st.integers(0, 3)), estimate=estimate, **place))
+        timing_arg = draw(st.integers(0, 40)) if name in arg_timed else 0
+        commands.append(Command(name, row=row, column=draw(st.integers(0, 3)), estimate=estimate,
+                                timing_arg=timing_arg, **place))
     return memory, commands
 
 

@@ -134,9 +134,10 @@ def neupims() -> None:
         f"(ours: GWRITE {cold['PIM_GWRITE']}, HEADER {cold['PIM_HEADER']}, PIM_ACT {cold['PIM_ACT']}, "
         f"PIM_GEMV {cold['PIM_GEMV']}, precharges {cold['PIM_PRECHARGE'][0]}-{cold['PIM_PRECHARGE'][-1]}).",
         "",
-        "Limits: the PIM_GEMV spacing 2 x (max(k, 6) + 1) is written for k = 8 (head dim 128 over 16-lane "
-        "COMP steps) because a rule's latency cannot depend on a command argument yet. These runs have no "
-        "refresh, as the reference's; with blocking refresh each PIM_HEADER announces its tile's cycles and "
+        "The PIM_GEMV spacing 2 x (max(k, 6) + 1) is a rule whose latency names the command's argument k "
+        "(k = 8 here: head dim 128 over 16-lane COMP steps); as in the reference, it binds between the "
+        "GEMVs of a tile, and a tile's precharges follow its last GEMV by tRTP whatever its k. "
+        "Limits: these runs have no refresh, as the reference's; with blocking refresh each PIM_HEADER announces its tile's cycles and "
         "a refresh that would fall inside the tile is taken before it (tests/test_pim_header_refresh.py). "
         "The GWRITE's MEM row is precharged after the copy (PRE at cycle 111, beside the header; the "
         "reference lists no such command and keeps the row open).",

@@ -17,7 +17,9 @@ from ..ir.pim_program import EFFECTS
 from .diagnostics import SpecError, did_you_mean
 from .elaborate_program import check_program_commands, programs
 from .nodes import Node
+from .evaluate import _NOT_FOUND as _UNBOUND
 from .reader import Reader, is_power_of_two, log2_int
+from .syntax import BinOp, Call, ListExpr, Neg, Ref
 
 FAMILIES = ("ddr3", "ddr4", "ddr5", "lpddr4", "lpddr5", "lpddr5x", "hbm2", "hbm3", "gddr6")
 DTYPES = ("fp32", "fp16", "bf16", "int8", "int4", "fp8")
@@ -27,6 +29,8 @@ COMMAND_SCOPES = LEVELS + ("bank_pair", "all_banks", "parity_banks")
 RULE_SCOPES = LEVELS + ("bank_pair",)
 # A channel's command buses: one shared bus, or HBM's separate row and column buses.
 COMMAND_BUSES = ("command", "row", "column")
+# A rule latency that depends on a command argument is tabulated for its values 0 .. ARG_VALUES - 1.
+ARG_VALUES = 513
 # Timing parameters the engine itself reads (beyond those that rules name).
 ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP", "tAAD", "tWCKPST")
 
@@ -80,12 +84,19 @@ class HardwareBuilder:
         self.ev.read |= used
         return out, timing
 
-    def rules(self, owner: Node, tck: float, commands: set[str] | None):
+    def rules(self, owner: Node, tck: float, commands: set[str] | None, args_of: dict | None = None):
         rules, windows = [], []
         holders = [owner] + owner.children_of("rules")
         for holder in holders:
             for rule in holder.rules.values():
                 self._check_rule_names(rule.scope, rule.preceding + rule.following, commands, rule.span)
+                arg = self._rule_arg(rule, holder, args_of or {})
+                if arg:
+                    by_arg = self._latencies_by_arg(rule.expr, holder, tck, arg)
+                    if by_arg:
+                        rules.append(TimingRule(rule.scope, rule.other, rule.preceding, rule.following, by_arg[0],
+                                                rule.span, arg, by_arg))
+                    continue
                 n = self._latency(rule.expr, holder, tck)
                 if n is not None:
                     rules.append(TimingRule(rule.scope, rule.other, rule.preceding, rule.following, n, rule.span))
@@ -97,6 +108,42 @@ class HardwareBuilder:
             if holder is not owner:
                 Reader(self.ev, holder).finish()
         return tuple(rules), tuple(windows)
+
+    def _rule_arg(self, rule, holder, args_of: dict) -> str:
+        """The argument of the preceding command(s) the rule's latency names (`= 2 * (max(k, 6) + 1)`),
+        or "": a name the spec does not define that every preceding command declares in `args`."""
+        names, stack = set(), [rule.expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, Ref) and len(e.parts) == 1:
+                names.add(e.parts[0])
+            elif isinstance(e, BinOp):
+                stack += [e.left, e.right]
+            elif isinstance(e, Neg):
+                stack.append(e.operand)
+            elif isinstance(e, (Call, ListExpr)):
+                stack += list(e.args if isinstance(e, Call) else e.items)
+        found = sorted(n for n in names if self.ev.lookup(n, holder) is _UNBOUND
+                       and rule.preceding and all(n in args_of.get(c, ()) for c in rule.preceding))
+        if len(found) > 1:
+            self.diags.error(f"a timing rule's latency may depend on one argument of its preceding command, "
+                             f"not {', '.join(found)}", rule.expr.span, "write the rule once per value instead")
+        return found[0] if found else ""
+
+    def _latencies_by_arg(self, expr, holder, tck, arg: str) -> tuple[int, ...]:
+        """The rule's cycles for the argument's values 0 .. ARG_VALUES - 1 (the engine looks them up
+        per command issued)."""
+        out = []
+        for value in range(ARG_VALUES):
+            self.ev.globals[arg] = Quantity(float(value))
+            try:
+                n = self._latency(expr, holder, tck)
+            finally:
+                del self.ev.globals[arg]
+            if n is None:
+                return ()
+            out.append(n)
+        return tuple(out)
 
     def _latency(self, expr, holder, tck):
         try:
@@ -179,7 +226,7 @@ class HardwareBuilder:
         commands = self.commands(node)
         r.blocks_asked.update(("command", "rules"))
         names = {c.name for c in commands} or None
-        rules, windows = self.rules(node, tck, names)
+        rules, windows = self.rules(node, tck, names, {c.name: c.args for c in commands})
         for engine_name in ENGINE_TIMINGS:
             if timing_node is not None and engine_name in timing_node.fields:
                 self.ev.read.add((id(timing_node), engine_name))
@@ -426,7 +473,7 @@ class HardwareBuilder:
         commands = self.commands(node)
         # A PIM unit's rules may also name the DRAM commands of the memory it joins (ACT -> PIM
         # command); those names are checked in `memory`, which knows both command sets.
-        rules, windows = self.rules(node, tck, None)
+        rules, windows = self.rules(node, tck, None, {c.name: c.args for c in commands})
         files = []
         for rf in r.blocks("register_file"):
             rr = Reader(self.ev, rf)

@@ -22,6 +22,7 @@ class Command:
     kind: str = ""
     data: object = field(default=None, compare=False, repr=False)   # a write's payload (values mode)
     estimate: int = 0             # cycles of the work an announcing command heads (its `estimate` arg)
+    timing_arg: int = 0           # the argument its declared timing rules depend on (e.g. a GEMV's k), if any
 
 
 class StreamError(PimdslError):

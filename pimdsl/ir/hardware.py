@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import Span
+from .errors import PimdslError, Span
 
 # DRAM hierarchy levels, outermost first. A timing rule's scope is one of these.
 LEVELS = ("channel", "pseudo_channel", "rank", "bank_group", "bank")
@@ -49,6 +49,20 @@ class TimingRule:
     following: tuple[str, ...]
     cycles: int
     span: Span = field(compare=False, repr=False)
+    # a latency that depends on an argument of the preceding command (`= 2 * (max(k, 6) + 1)`):
+    # the argument's name and the latency for each of its values 0 .. len - 1 (`cycles` is the
+    # one for value 0)
+    arg: str = field(default="", metadata={"json": "omit_default"})
+    by_arg: tuple[int, ...] = field(default=(), metadata={"json": "omit_default"})
+
+    def latency(self, value: int | None = None) -> int:
+        """The rule's cycles after a preceding command whose argument `arg` is `value`."""
+        if not self.arg or value is None:
+            return self.cycles
+        if not 0 <= value < len(self.by_arg):
+            raise PimdslError(f"a timing rule's latency is tabulated for {self.arg} = 0 .. {len(self.by_arg) - 1}, "
+                              f"not {value}", self.span)
+        return self.by_arg[value]
 
 
 @dataclass(frozen=True)

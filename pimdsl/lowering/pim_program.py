@@ -106,12 +106,12 @@ def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
 
 # A placed command: its issue site, then its places and the cycles it announces, the order of
 # Command's fields from pseudo_channel on (to_command).
-PLACED = ("site", "pseudo_channel", "rank", "bank_group", "bank", "row", "column", "estimate")
+PLACED = ("site", "pseudo_channel", "rank", "bank_group", "bank", "row", "column", "estimate", "timing_arg")
 
 
 def to_command(p: tuple, channel: int, data=None) -> Command:
     site = p[0]
-    return Command(site.name, channel, p[1], p[2], p[3], p[4], p[5], p[6], site.kind, data, p[7])
+    return Command(site.name, channel, p[1], p[2], p[3], p[4], p[5], p[6], site.kind, data, p[7], p[8])
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -124,12 +124,14 @@ class Site:
     place: tuple              # one function of env per PLACE_ARGS (0 when not given)
     announces: bool           # carries an `estimate` of the work it heads
     banks_per_group: int
+    timing: object = None     # function of env: the argument its timing rules depend on (Command.timing_arg)
 
     def at(self, env: dict) -> tuple:
         """This site's placed command (PLACED) under `env`."""
         pc, rank, bank, row, column = self.place
         bank_group, b = divmod(bank(env), self.banks_per_group)
-        return (self, pc(env), rank(env), bank_group, b, row(env), column(env), 0)
+        return (self, pc(env), rank(env), bank_group, b, row(env), column(env), 0,
+                self.timing(env) if self.timing is not None else 0)
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -170,6 +172,7 @@ class _Expansion:
         self.memory, self.channel = memory, channel
         self.decls = {c.name: c for c in memory.pim.commands}
         self.announcing = {name for name, d in self.decls.items() if ESTIMATE_ARG in d.args}
+        self.timing_args = timing_args(memory)
         self.env = environment(memory, program, shape, channel, first_row, params)
         bound = _bound(program.body)
         self.constants = {k: v for k, v in self.env.items() if k not in bound}
@@ -191,16 +194,18 @@ class _Expansion:
         if type(stmt) is Let:
             return _LetSite(stmt.name, self.function(stmt.expr))
         if type(stmt) is For:
-            return _LoopSite(stmt.var, self.function(stmt.count), _shape_depends_cached(stmt), self.body(stmt.body),
+            return _LoopSite(stmt.var, self.function(stmt.count), _shape_depends_cached(stmt, self.timing_args),
+                             self.body(stmt.body),
                              any(type(s) is Let for s in stmt.body), any(type(s) is Let for s in rest))
         decl = self.decls.get(stmt.command)
         effect = decl.effect if decl is not None else "none"
         name = decl.issued_as if decl is not None and decl.issued_as else stmt.command
         args = tuple((n, self.function(e)) for n, e in stmt.args)
         given = dict(args)                               # a repeated argument: the last one counts
+        timing = self.timing_args.get(stmt.command)
         return Site(name, stmt.command.lower() if effect == "none" else effect, stmt.command, args,
                     tuple(given.get(n, _zero) for n in PLACE_ARGS), name in self.announcing,
-                    self.memory.organization.banks_per_group)
+                    self.memory.organization.banks_per_group, given.get(timing, _zero) if timing else None)
 
     # ---- structured: Loops and Commands --------------------------------------------------------
     def items(self, body: _Body, env: dict, op: str, values: bool) -> list[Item]:
@@ -253,7 +258,7 @@ class _Expansion:
                 for scope in _scopes(site, env):
                     self.fill(inner, scope, out)
         for i in marks:                  # the work it heads: the rest of its body, nested loops included
-            out[i] = out[i][:7] + (estimate(self.memory, [to_command(p, 0) for p in out[i:]]),)
+            out[i] = out[i][:7] + (estimate(self.memory, [to_command(p, 0) for p in out[i:]]),) + out[i][8:]
 
     def chunks(self, body: _Body, env: dict, out: list) -> Iterator[None]:
         """`fill`, pausing whenever `out` holds CHUNK placed commands or more (between iterations of
@@ -306,7 +311,7 @@ _ESTIMATES: dict[int, tuple[weakref.ref, dict]] = {}      # id(memory) -> (memor
 def estimate(memory: Memory, commands: list[Command]) -> int:
     """Cycles from the first of `commands` to their last, timed alone (fresh timer, no
     refresh); what an announcing command says of the work it heads. Cached per command shape."""
-    key = tuple((c.name, c.pseudo_channel, c.rank, c.bank_group, c.bank) for c in commands)
+    key = tuple((c.name, c.pseudo_channel, c.rank, c.bank_group, c.bank, c.timing_arg) for c in commands)
     entry = _ESTIMATES.get(id(memory))
     if entry is None or entry[0]() is not memory:
         entry = _ESTIMATES[id(memory)] = (weakref.ref(memory), {})
@@ -318,27 +323,36 @@ def estimate(memory: Memory, commands: list[Command]) -> int:
     return entry[1][key]
 
 
-_SHAPE_DEPENDS: dict[int, tuple[For, bool]] = BoundedCache(10_000)        # id(For) -> (the loop, its answer)
+_SHAPE_DEPENDS: dict[tuple, tuple[For, bool]] = BoundedCache(10_000)      # (id(For), timing args) -> (the loop, its answer)
 
 
-def _shape_depends_cached(stmt: For) -> bool:
-    entry = _SHAPE_DEPENDS.get(id(stmt))
+def timing_args(memory: Memory) -> dict[str, str]:
+    """The unit's commands whose timing rules depend on one of their arguments: command -> argument."""
+    rules = memory.part.rules + (memory.pim.rules if memory.pim is not None else ())
+    return {c: r.arg for r in rules if r.arg for c in r.preceding}
+
+
+def _shape_depends_cached(stmt: For, timing: dict[str, str]) -> bool:
+    key = (id(stmt), tuple(sorted(timing.items())))
+    entry = _SHAPE_DEPENDS.get(key)
     if entry is None:
-        entry = _SHAPE_DEPENDS[id(stmt)] = (stmt, _shape_depends(stmt.body, {stmt.var}))
+        entry = _SHAPE_DEPENDS[key] = (stmt, _shape_depends(stmt.body, {stmt.var}, timing))
     return entry[1]
 
 
-def _shape_depends(body: tuple, tainted: set[str]) -> bool:
-    """Whether the body's command shape (names, places, nested trip counts) reads a tainted name."""
+def _shape_depends(body: tuple, tainted: set[str], timing: dict[str, str]) -> bool:
+    """Whether the body's command shape (names, places, the arguments timing rules depend on,
+    nested trip counts) reads a tainted name."""
     tainted = set(tainted)
     for stmt in body:
         if isinstance(stmt, Let):
             if names_in(stmt.expr) & tainted:
                 tainted.add(stmt.name)
         elif isinstance(stmt, Issue):
-            if any(names_in(e) & tainted for n, e in stmt.args if n in ("pseudo_channel", "rank", "bank")):
+            shaping = ("pseudo_channel", "rank", "bank", timing.get(stmt.command))
+            if any(names_in(e) & tainted for n, e in stmt.args if n in shaping):
                 return True
-        elif names_in(stmt.count) & tainted or _shape_depends(stmt.body, tainted):
+        elif names_in(stmt.count) & tainted or _shape_depends(stmt.body, tainted, timing):
             return True
     return False
 

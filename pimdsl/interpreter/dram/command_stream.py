@@ -206,7 +206,8 @@ class CommandTimer:
             opener = self.opener[c.channel]
             for b in ([bank] if level == BANK else t.descendants(level, k, BANK)):
                 opener[b] = (cmd, k)
-        state.issue(cmd, k, cycle)
+        # a command whose rules depend on an argument raises them as its variant for that value
+        state.issue(t.variant(cmd, c.timing_arg) if t.arg_dependent[cmd] else cmd, k, cycle)
         self.last[c.channel] = cycle
         return cycle
 

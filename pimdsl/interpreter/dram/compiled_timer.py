@@ -28,7 +28,7 @@ from .tables import BANK
 # phone's default run issues about 90k) never waits for the load.
 COMPILED_MIN_COMMANDS = 100_000
 
-_PLACE = attrgetter("name", "channel", "pseudo_channel", "rank", "bank_group", "bank")
+_PLACE = attrgetter("name", "channel", "pseudo_channel", "rank", "bank_group", "bank", "timing_arg")
 _ROW = attrgetter("row")
 _ESTIMATE = attrgetter("estimate")
 
@@ -39,7 +39,7 @@ _FLAT: dict[tuple, tuple] = {}
 def _flat_tables(tables, build) -> tuple:
     """core.build_tables, once per distinct hierarchy, commands, rules and windows (it lists every
     (command, node), about 20 ms: a process times many ops on one memory)."""
-    key = (tables.fanout, tables.commands, tables.rules, tables.windows)
+    key = (tables.fanout, tables.commands, tables.rules, tables.windows, tuple(tables.variant_args))
     hit = _FLAT.get(key)
     if hit is None:
         if len(_FLAT) >= 64:
@@ -82,21 +82,14 @@ class CompiledCommandTimer(CommandTimer):
             return
         from . import stream_core as K
         from .core import build_tables
-        self.K = K
+        self.K, self._build = K, build_tables
         t = self.tables
-        self.T = _flat_tables(t, build_tables)
         self.n_at, self.n_w = t.n_nodes * t.n_cmds, len(t.window_slots)
         self.slot_count = np.array([t.windows[w_i].count for (w_i, _) in t.window_slots], np.int64)
         self.maxc = max([1, *self.slot_count.tolist()])
         self.buffers = ["mem"] + sorted({self._buffer(d) for d in t.commands} - {"mem"})
         self.buffer_order = sorted(range(len(self.buffers)), key=self.buffers.__getitem__)
-        C = np.zeros((max(t.n_cmds, 1), K.N_C), np.int64)
-        for i, d in enumerate(t.commands):
-            buf = self._buffer(d)
-            C[i] = (t.target_level(i), self.twins.get(i, -1), self.buffers.index(buf), d.opens,
-                    "row" in d.reads or "row" in d.writes, d.closes or d.refresh, self.announces[i],
-                    d.opens and buf == "mem")
-        self.C = C
+        self._command_tables()
         Q = np.full(K.N_Q, -1, np.int64)
         Q[K.Q_NAT], Q[K.Q_NW] = self.n_at, self.n_w
         if self.ref is not None:
@@ -118,13 +111,28 @@ class CompiledCommandTimer(CommandTimer):
             for w, h in enumerate(state.window_history):
                 a["hist"][s * self.n_w + w, :len(h)] = list(h)
                 a["hist_len"][s * self.n_w + w] = len(h)
-            a["issued"][s] = state.issued
+            a["issued"][s, :len(state.issued)] = state.issued
             for buf, rows in self.open_row[ch].items():
                 a["rows"][s, self.buffers.index(buf)] = rows
             for b, node in self.opener[ch].items():
                 a["opener"][s, b] = node
         self.states = {}
         self.compiled = True
+
+    def _command_tables(self) -> None:
+        """The flat rule tables and the per-command columns, for every command id so far (a
+        variant, `ChannelTables.variant`, is its command's row)."""
+        t, K = self.tables, self.K
+        self.T = _flat_tables(t, self._build)
+        C = np.zeros((max(t.n_ids, 1), K.N_C), np.int64)
+        for i in range(t.n_ids):
+            b = t.base[i]
+            d, buf = t.commands[b], self._buffer(t.commands[b])
+            C[i] = (t.target_level(b), self.twins.get(b, -1), self.buffers.index(buf), d.opens,
+                    "row" in d.reads or "row" in d.writes, d.closes or d.refresh, self.announces[b],
+                    d.opens and buf == "mem")
+        self.C = C
+        self.ids = t.n_ids
 
     def _alloc(self, n: int) -> None:
         """Room for n channel slots, keeping the state of the first ones."""
@@ -133,13 +141,16 @@ class CompiledCommandTimer(CommandTimer):
         old, self.arrays = self.arrays, dict(
             next_at=np.zeros(n * self.n_at, np.int64), hist=np.zeros((n * self.n_w, self.maxc), np.int64),
             hist_len=np.zeros(n * self.n_w, np.int64), hist_head=np.zeros(n * self.n_w, np.int64),
-            issued=np.zeros((n, t.n_cmds), np.int64),
+            issued=np.zeros((n, t.n_ids), np.int64),
             rows=np.full((n, len(self.buffers), t.banks), self.K.UNUSED, np.int64),
             opener=np.zeros((n, t.banks, 2), np.int64), last=np.zeros(n, np.int64),
             due=np.zeros((n, max(units, 1)), np.int64))
         if old is not None:
             for key, a in old.items():
-                self.arrays[key][:len(a)] = a
+                if key == "issued":
+                    self.arrays[key][:len(a), :a.shape[1]] = a
+                else:
+                    self.arrays[key][:len(a)] = a
         self._args = tuple(self.arrays[k] for k in ("next_at", "hist", "hist_len", "hist_head", "issued", "rows",
                                                     "opener", "last", "due"))
 
@@ -158,17 +169,18 @@ class CompiledCommandTimer(CommandTimer):
         p = self.places.get(key)
         if p is not None:
             return p
-        name, channel, pc, rank, bg, bank = key
+        name, channel, pc, rank, bg, bank, value = key
         cmd = self.tables.index.get(name)
         if cmd is None:
             return -1
+        uid = self.tables.variant(cmd, value)
         o = self.org
         flat = ((pc * o.ranks + rank) * o.bank_groups + bg) * o.banks_per_group + bank
         k = self.tables.ancestor(BANK, flat, self.tables.target_level(cmd))
         p = self.places[key] = len(self.places)
         if p >= len(self.place_rows):
             self.place_rows = np.concatenate([self.place_rows, np.zeros_like(self.place_rows)])
-        self.place_rows[p] = (self._slot(channel), cmd, k, flat)
+        self.place_rows[p] = (self._slot(channel), uid, k, flat)
         return p
 
     # ---- issuing ---------------------------------------------------------------------
@@ -183,6 +195,9 @@ class CompiledCommandTimer(CommandTimer):
             for key in dict.fromkeys(key for key, p in zip(keys, code) if p is None):
                 self._place(key)
             code = [self.places.get(key, -1) for key in keys]
+            if self.tables.n_ids != self.ids:         # new variants: their rows of the tables
+                self._command_tables()
+                self._alloc(len(self.arrays["last"]))
         code = np.array(code, np.int64)
         K, a = self.K, self.arrays                   # (after new places: a new channel may grow them)
         for ch, s in self.slots.items():             # `last` may have been set from outside
@@ -258,7 +273,9 @@ class CompiledCommandTimer(CommandTimer):
         _, cmd, k, bank = self.place_rows[self._place(_PLACE(c))].tolist()
         T, next_at, base, core_earliest = self.T, self.arrays["next_at"], s * self.n_at, self.K._earliest
         earliest = lambda cmd, k, now: int(core_earliest(T, next_at, base, cmd, k, now))
-        return self._twin_earliest(earliest, cmd, self.tables.target_level(cmd), k, bank, earliest(cmd, k, after))
+        declared = self.tables.base[cmd]
+        return self._twin_earliest(earliest, declared, self.tables.target_level(declared), k, bank,
+                                   earliest(cmd, k, after))
 
     # ---- steady state (stream_timer's fast mode) ----------------------------------------
     def channels(self) -> list[int]:

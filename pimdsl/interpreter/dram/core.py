@@ -42,7 +42,7 @@ HIT, MISS, CONFLICT = 1, 2, 3
 
 def build_tables(tables: ChannelTables):
     """Flat check / update / window lists for every command at every node of its level."""
-    n_cmds = tables.n_cmds
+    n_cmds = tables.n_ids                       # the declared commands and their variants made so far
     slot_base = np.zeros(n_cmds + 1, np.int64)
     for c in range(n_cmds):
         slot_base[c + 1] = slot_base[c] + tables.count[tables.target_level(c)]

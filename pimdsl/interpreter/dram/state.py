@@ -47,4 +47,4 @@ class DeviceState:
                 for idx in members:
                     if v > at[idx]:
                         at[idx] = v
-        self.issued[cmd] += 1
+        self.issued[self.tables.base[cmd]] += 1

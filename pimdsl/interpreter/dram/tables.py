@@ -107,6 +107,13 @@ class ChannelTables:
         self.read_latency = part.read_latency_cycles
         # rules by preceding command; windows by member command
         self._rules_after = [[r for r in self.rules if c.name in r.preceding] for c in self.commands]
+        # Commands whose rules' latencies depend on one of their arguments (`TimingRule.arg`) issue as
+        # *variants*, one id per (command, value) from n_cmds on: a variant raises the constraints of
+        # its value's latencies and is bound by its command's (next_at keeps one entry per command).
+        self.arg_dependent = [any(r.arg for r in after) for after in self._rules_after]
+        self.base = list(range(self.n_cmds))          # id -> its declared command
+        self.variant_args: list[tuple[int, int]] = []  # id - n_cmds -> (command, value)
+        self._variant_ids: dict[tuple[int, int], int] = {}
         self._windows_of = [[(w_i, w) for w_i, w in enumerate(self.windows) if c.name in w.commands]
                             for c in self.commands]
         self._update_cache: dict[tuple[int, int], tuple] = {}
@@ -146,7 +153,27 @@ class ChannelTables:
         return [j for j in kids if j != k]
 
     def target_level(self, cmd: int) -> int:
-        return SCOPE_LEVEL[self.commands[cmd].scope]
+        return SCOPE_LEVEL[self.commands[self.base[cmd]].scope]
+
+    @property
+    def n_ids(self) -> int:
+        """Command ids so far: the declared commands, then the variants made."""
+        return len(self.base)
+
+    def variant(self, cmd: int, value: int) -> int:
+        """The id of `cmd` issued with `value` for the argument its rules depend on (`cmd` itself
+        when none does)."""
+        if not self.arg_dependent[cmd]:
+            return cmd
+        key = (cmd, value)
+        uid = self._variant_ids.get(key)
+        if uid is None:
+            for rule in self._rules_after[cmd]:
+                rule.latency(value)               # a value beyond the rule's table is an error now
+            uid = self._variant_ids[key] = len(self.base)
+            self.base.append(cmd)
+            self.variant_args.append(key)
+        return uid
 
     # ---- precomputed lists -------------------------------------------------
     def updates(self, cmd: int, k: int) -> tuple:
@@ -158,6 +185,8 @@ class ChannelTables:
             return hit
         level = self.target_level(cmd)
         n = self.n_cmds
+        value = self.variant_args[cmd - n][1] if cmd >= n else None
+        cmd = self.base[cmd]
         pairs: dict[int, int] = {}
 
         def raise_at(node_id: int, following, latency: int):
@@ -174,8 +203,9 @@ class ChannelTables:
                 targets = self.siblings(scope, own) if rule.other else [own]
             else:                              # a rank-wide command constrains each bank below it
                 targets = [] if rule.other else list(self.descendants(level, k, scope))
+            latency = rule.latency(value)
             for t in targets:
-                raise_at(self.node(scope, t), following, rule.cycles)
+                raise_at(self.node(scope, t), following, latency)
         # the command bus: one command at a time on each bus of the channel
         me = self.commands[cmd]
         same_bus = [i for i, c in enumerate(self.commands) if c.bus == me.bus]
@@ -200,7 +230,7 @@ class ChannelTables:
         nodes = list(self.chain(level, k))
         for below in range(level + 1, len(LEVELS)):
             nodes += [self.node(below, j) for j in self.descendants(level, k, below)]
-        out = tuple(node * self.n_cmds + cmd for node in nodes)
+        out = tuple(node * self.n_cmds + self.base[cmd] for node in nodes)
         self._check_cache[key] = out
         return out
 
