@@ -227,3 +227,24 @@ def test_a_rule_latency_may_name_one_argument_only(tmp_path):
     spec, diags = load_spec(str(spec_file), [])
     text = diags.render_all()
     assert "may depend on one argument of its preceding command, not k, n" in text and "two.pim:5:" in text
+
+
+def test_a_rule_latency_undefined_at_some_values_is_an_error_only_where_used(tmp_path):
+    from pimdsl.frontend.pipeline import load_spec
+    spec_file = tmp_path / "div.pim"
+    spec_file.write_text(
+        'import "dram/hbm2.pim";\n'
+        "pim_unit u {\n  placement = bank; dtype = fp16; simd_width = 256 bit;\n"
+        "  command G { scope = channel; row_buffer = pim; args = [k]; }\n"
+        "  rules { rule channel: G -> G = 100 cycles / k; }\n}\n")
+    spec, diags = load_spec(str(spec_file), [])
+    assert spec is not None and not diags.errors, diags.render_all()
+    rule = spec.pim_units["u"].rules[0]
+    assert [rule.latency(k) for k in (1, 2, 4)] == [100, 50, 25] and rule.cycles == 100
+    for k in (0, 3):                       # division by zero; 33.3 cycles is not a whole number
+        with pytest.raises(Exception, match=f"has no value for k = {k}"):
+            rule.latency(k)
+    # defined nowhere: the diagnostic of the first value, at the expression
+    spec_file.write_text(spec_file.read_text().replace("100 cycles / k", "-1 cycles * (k + 1)"))
+    spec, diags = load_spec(str(spec_file), [])
+    assert "div.pim:5:" in diags.render_all() and "negative" in diags.render_all()

@@ -94,7 +94,8 @@ class HardwareBuilder:
                 if arg:
                     by_arg = self._latencies_by_arg(rule.expr, holder, tck, arg)
                     if by_arg:
-                        rules.append(TimingRule(rule.scope, rule.other, rule.preceding, rule.following, by_arg[0],
+                        first = next(n for n in by_arg if n >= 0)
+                        rules.append(TimingRule(rule.scope, rule.other, rule.preceding, rule.following, first,
                                                 rule.span, arg, by_arg))
                     continue
                 n = self._latency(rule.expr, holder, tck)
@@ -132,18 +133,24 @@ class HardwareBuilder:
 
     def _latencies_by_arg(self, expr, holder, tck, arg: str) -> tuple[int, ...]:
         """The rule's cycles for the argument's values 0 .. ARG_VALUES - 1 (the engine looks them up
-        per command issued)."""
-        out = []
-        for value in range(ARG_VALUES):
+        per command issued); -1 where the latency is not defined (`100 cycles / k` at k = 0), which
+        is an error only if a command is issued with that value. None defined: the first value's
+        diagnostic."""
+        def at(value: int, quiet: bool):
             self.ev.globals[arg] = Quantity(float(value))
+            before = len(self.diags.items)
             try:
                 n = self._latency(expr, holder, tck)
             finally:
                 del self.ev.globals[arg]
-            if n is None:
-                return ()
-            out.append(n)
-        return tuple(out)
+            if n is None and quiet:
+                del self.diags.items[before:]
+            return n
+        out = tuple(-1 if n is None else n for n in (at(v, True) for v in range(ARG_VALUES)))
+        if all(n < 0 for n in out):
+            at(0, False)
+            return ()
+        return out
 
     def _latency(self, expr, holder, tck):
         try:

@@ -50,8 +50,8 @@ class TimingRule:
     cycles: int
     span: Span = field(compare=False, repr=False)
     # a latency that depends on an argument of the preceding command (`= 2 * (max(k, 6) + 1)`):
-    # the argument's name and the latency for each of its values 0 .. len - 1 (`cycles` is the
-    # one for value 0)
+    # the argument's name and the latency for each of its values 0 .. len - 1, -1 where it is not
+    # defined (`cycles` is the first defined one)
     arg: str = field(default="", metadata={"json": "omit_default"})
     by_arg: tuple[int, ...] = field(default=(), metadata={"json": "omit_default"})
 
@@ -62,6 +62,9 @@ class TimingRule:
         if not 0 <= value < len(self.by_arg):
             raise PimdslError(f"a timing rule's latency is tabulated for {self.arg} = 0 .. {len(self.by_arg) - 1}, "
                               f"not {value}", self.span)
+        if self.by_arg[value] < 0:
+            raise PimdslError(f"this timing rule's latency has no value for {self.arg} = {value} (its expression "
+                              f"fails there, or is not a whole, non-negative number of cycles)", self.span)
         return self.by_arg[value]
 
 
