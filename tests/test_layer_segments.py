@@ -537,3 +537,34 @@ def test_a_layer_cut_reused_for_other_contexts_equals_a_fresh_cut(contexts, agai
         layer_work.layer_segments(model, phase, contexts, t)
         reused = layer_work.layer_segments(model, phase, again, t)
         assert reused == layer_work._cut(model, phase, again, t)
+
+
+# ---- the processor's grouped PIM dispatch (pim_dispatch = grouped) --------------------------
+
+def _phases(c, seqs):
+    t = c.tile_seconds
+    sg, st_, ag, at_ = c._mha_counts(seqs)
+    return sg * t["gwrite"] + st_ * t["score"], ag * t["gwrite"] + at_ * t["attend"]
+
+
+@pytest.mark.parametrize("scratchpad, expect", [("1 GiB", "one group"), ("1 KiB", "one request a group")])
+def test_grouped_dispatch_by_hand(scratchpad, expect):
+    # no issue limit, so a group takes its busiest channel; K.q's groups, then s.V's
+    system = _system("neupims_gpt3_7b", ["neupims_npu.pim_dispatch=grouped", "neupims_npu.pim_issue_rate=0",
+                                         f"neupims_npu.scratchpad={scratchpad}"])
+    c = DeviceCosts(system, SERVING_STRATEGIES["npu_pim_drb"])
+    seqs, chans = np.array([100, 600, 300, 50]), np.array([1, 0, 1, 2])
+    kq, sv = _phases(c, seqs)
+    if expect == "one group":                 # every channel at once: the busiest one, per phase
+        want = max(kq[0] + kq[2], kq[1], kq[3]) + max(sv[0] + sv[2], sv[1], sv[3])
+    else:                                     # one request in flight at a time
+        want = kq.sum() + sv.sum()
+    assert c.grouped_pim_seconds(seqs, chans) == pytest.approx(want, rel=1e-12)
+    segments = {s.name: s for s in c.layer(seqs, chans)}
+    assert segments["mha"].seconds >= c.grouped_pim_seconds(seqs, chans)
+
+
+def test_grouped_dispatch_needs_a_scratchpad():
+    spec, diags = load_spec(str(SYSTEMS / "neupims_gpt3_7b.pim"),
+                            ["neupims_npu.pim_dispatch=grouped", "neupims_npu.scratchpad=0 B"])
+    assert spec is None and "give `scratchpad = ...;`" in diags.render_all()

@@ -545,12 +545,17 @@ class HardwareBuilder:
             vector_width=vu.integer("width") if vu else 0,
             systolic_issue=sa.choice("issue", ("overlapped", "in_order"), "overlapped") if sa else "overlapped",
             systolic_gemv_issue=sa.choice("gemv_issue", ("overlapped", "serial"), "overlapped") if sa else "overlapped",
-            span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0))
+            span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0),
+            pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped"), "overlapped"),
+            scratchpad_bytes=r.bytes("scratchpad", 0))
         for sub in (sa, vu):
             if sub is not None:
                 sub.finish()
         if not 0 < out.efficiency <= 1:
             r.fail(f"efficiency must be a fraction in (0, 1], not {out.efficiency:g}", "efficiency")
+        if out.pim_dispatch == "grouped" and not out.scratchpad_bytes:
+            r.fail("pim_dispatch = grouped cuts request groups by the scratchpad; give `scratchpad = ...;`",
+                   "pim_dispatch")
         r.finish()
         return out
 

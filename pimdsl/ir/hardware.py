@@ -258,6 +258,10 @@ class Processor:
     # PIM instructions the processor issues per clock cycle to all channels together (one
     # instruction queue); 0: no limit
     pim_issue_rate: int = field(default=0, metadata={"json": "omit_default"})
+    # how the processor dispatches PIM work: overlapped (every request's instructions as one stream)
+    # or grouped (one request group in flight, groups cut by the scratchpad: loops/layer_segments.py)
+    pim_dispatch: str = field(default="overlapped", metadata={"json": "omit_default"})
+    scratchpad_bytes: int = field(default=0, metadata={"json": "omit_default"})
     # overlapped (GEMVs pipelined like GEMM tiles) or serial (each GEMV's preloads wait for the
     # previous instruction to finish: host/models.py serial_gemv_cycles)
     systolic_gemv_issue: str = field(default="overlapped", metadata={"json": "omit_default"})

@@ -339,21 +339,59 @@ class DeviceCosts:
         n = self.tile_instructions
         score_gw, score_tiles, attend_gw, attend_tiles = self._mha_counts(seq_lens)
         total = ((score_gw + attend_gw) * n["gwrite"] + score_tiles * n["score"] + attend_tiles * n["attend"]).sum()
-        return float(total - self._short_chunk_savings(seq_lens)) / (p.pim_issue_rate * p.clock_hz)
+        return float(total - self._short_chunk_savings(seq_lens).sum()) / (p.pim_issue_rate * p.clock_hz)
 
-    def _short_chunk_savings(self, seq_lens: np.ndarray) -> float:
-        """Instructions a batch's s.V does not issue because each request's last chunk of tokens is
+    def _short_chunk_savings(self, seq_lens: np.ndarray) -> np.ndarray:
+        """Instructions each request's s.V does not issue because its last chunk of tokens is
         short: its GEMVs take k = ceil(tokens / lanes) steps (the declared program), which counts
-        only when a GEMV is issued per step. (The DRAM timing rules do not depend on k, so the
-        tiles' time is the full chunk's: `tile_seconds`.)"""
+        only when a GEMV is issued per step. (In DRAM time the GEMV spacing binds only between the
+        GEMVs of one tile, and an s.V tile has one: the tiles' time is the full chunk's.)"""
         m, d = self.memory, self.head_dim
         lets = attention_lets(m, "attn_context", 1, 1, d)
         page, lanes, dims = lets["per_row"], lets["lanes"], lets["dim_tiles"]
         k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
         full = self.tile_instructions["attend"]
-        ks, requests = np.unique(k[k > 0], return_counts=True)
-        saved = sum(int(n) * (full - self._attend_instructions(int(v) * lanes)) for v, n in zip(ks, requests))
-        return saved * self.heads * dims
+        saved = {int(v): full - self._attend_instructions(int(v) * lanes) for v in np.unique(k[k > 0])}
+        return np.array([saved.get(int(v), 0.0) for v in k]) * self.heads * dims
+
+    def grouped_pim_seconds(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> float:
+        """A (sub-)batch's PIM attention with `pim_dispatch = grouped`, the dispatch of the
+        authors' core as read (validation/reference/pim/neupims_simulator.md section 12, not run):
+        the batch, ordered by channel, is cut into request groups whose operands fit the processor's
+        scratchpad (K.q: (2 s + d) h e bytes a request, s.V: 3 d h e), and one group is in flight:
+        its instructions issue in batch order at `pim_issue_rate`, a request starts once its first
+        instruction has issued and its channel is free, and the next group starts when this one's
+        last channel finishes. K.q's groups, then s.V's. Left out: the boundary request two
+        groups share and the ~40-cycle tail between groups."""
+        p = self.processor
+        order = np.argsort(np.asarray(channel_of), kind="stable")
+        seq, chan = np.asarray(seq_lens, dtype=np.int64)[order], np.asarray(channel_of)[order]
+        t, n = self.tile_seconds, self.tile_instructions
+        score_gw, score_tiles, attend_gw, attend_tiles = self._mha_counts(seq)
+        writeback = attend_gw * self.writeback_seconds if self.channel_blocked else 0.0
+        e, h, d = DTYPE_BYTES[self.memory.pim.dtype], self.heads, self.head_dim
+        phases = ((score_gw * t["gwrite"] + score_tiles * t["score"], score_gw * n["gwrite"] + score_tiles * n["score"],
+                   (2 * seq + d) * h * e),
+                  (attend_gw * t["gwrite"] + attend_tiles * t["attend"] + writeback,
+                   attend_gw * n["gwrite"] + attend_tiles * n["attend"] - self._short_chunk_savings(seq),
+                   np.full(len(seq), 3 * d * h * e)))
+        per_instruction = 1.0 / (p.pim_issue_rate * p.clock_hz) if p.pim_issue_rate and p.clock_hz else 0.0
+        total = 0.0
+        for busy, instructions, nbytes in phases:
+            i = 0
+            while i < len(seq):
+                j = i + max(1, int(np.searchsorted(np.cumsum(nbytes[i:]), p.scratchpad_bytes, side="right")))
+                issued = np.cumsum(instructions[i:j]) * per_instruction      # when each request's last one issues
+                first = np.concatenate(([0.0], issued[:-1]))
+                free: dict[int, float] = {}
+                end = float(issued[-1])
+                for r in range(i, j):
+                    start = max(float(first[r - i]), free.get(int(chan[r]), 0.0))
+                    free[int(chan[r])] = start + float(busy[r])
+                    end = max(end, free[int(chan[r])])
+                total += end
+                i = j
+        return total
 
     def _attend_instructions(self, tokens: int) -> float:
         """Host instructions of one s.V tile over a single chunk of `tokens`, counted in the
@@ -463,8 +501,10 @@ class DeviceCosts:
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
-            # the busiest channel, or the processor issuing every channel's instructions
-            pim_s = max(float(loads.max()), self.mha_issue_seconds(seq_lens))
+            # the busiest channel, or the processor issuing every channel's instructions; or its
+            # request groups one at a time (`pim_dispatch = grouped`)
+            pim_s = (self.grouped_pim_seconds(seq_lens, channel_of) if self.processor.pim_dispatch == "grouped"
+                     else max(float(loads.max()), self.mha_issue_seconds(seq_lens)))
             # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
             mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
             mha = Segment("mha", "pim", mha_s, pim_busy_s=float(loads.sum()))
