@@ -9,7 +9,8 @@ import math
 from dataclasses import replace
 
 from ..ir import units as U
-from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramSpec, Link, Storage,
+from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramPower, DramSpec, Link,
+                           Storage,
                            Memory, Organization, PimUnit, Processor, Region, RegisterFile,
                            TimingRule, TimingWindow)
 from ..ir.units import Quantity
@@ -32,6 +33,14 @@ COMMAND_BUSES = ("command", "row", "column")
 # A rule latency that depends on a command argument is tabulated for its values 0 .. ARG_VALUES - 1.
 ARG_VALUES = 513
 # Timing parameters the engine itself reads (beyond those that rules name).
+# A DRAM part's `power` block: supply voltages and per-device currents by their datasheet names. The
+# energy model (interpreter/dram/energy.py) needs VDD and the IDD currents of REQUIRED_CURRENTS; a
+# VPP domain counts when VPP and its IPP currents are declared; power-down and self-refresh currents
+# are data for controllers that use those states.
+VOLTAGES = ("VDD", "VPP")
+CURRENTS = ("IDD0", "IDD2N", "IDD2P", "IDD3N", "IDD3P", "IDD4R", "IDD4W", "IDD5AB", "IDD5PB", "IDD6",
+            "IPP0", "IPP2N", "IPP2P", "IPP3N", "IPP3P", "IPP4R", "IPP4W", "IPP5AB", "IPP5PB", "IPP6")
+REQUIRED_CURRENTS = ("IDD0", "IDD2N", "IDD3N", "IDD4R", "IDD4W", "IDD5AB")
 ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP", "tAAD", "tWCKPST")
 
 
@@ -240,6 +249,7 @@ class HardwareBuilder:
         read_latency = self._derived_latency(r, "read_latency", ("tCL", "tBL"), timing, tck)
         write_latency = self._derived_latency(r, "write_latency", ("tCWL", "tBL"), timing, tck)
         self.check_timing(timing, timing_node or node)
+        power = self.power(r.block("power"))
         spec = DramSpec(
             name=node.name, base=node.base, family=r.choice("family", FAMILIES),
             clock_hz=clock, tck_s=tck, data_rate_tps=rate, organization=org,
@@ -247,9 +257,26 @@ class HardwareBuilder:
             read_latency_cycles=read_latency, write_latency_cycles=write_latency,
             refresh_modes=r.symbols("refresh_modes", ("all_bank", "per_bank", "same_bank"), ("all_bank",)),
             peak_bandwidth_bytes_per_s=rate * org.bus_width_bits / 8,
-            span=node.span)
+            span=node.span, power=power)
         r.finish()
         return spec
+
+    def power(self, node: Node | None) -> DramPower | None:
+        """The `power` block: VDD and the IDD currents of one device, as the datasheet gives them."""
+        if node is None:
+            return None
+        r = Reader(self.ev, node)
+        volts = {n: v for n in VOLTAGES if (v := r.quantity(n, U.VOLTAGE, None)) is not None}
+        amps = {n: a for n in CURRENTS if (a := r.quantity(n, U.CURRENT, None)) is not None}
+        r.finish()
+        missing = [n for n in ("VDD",) + REQUIRED_CURRENTS if n not in volts and n not in amps]
+        if missing and not r.failed:
+            r.fail(f"a power block needs {', '.join(missing)} (the energy model's VDD-domain currents)", None,
+                   "add them from the part's datasheet, e.g. `IDD0 = 57 mA;`")
+        if "VPP" in volts and not all(n in amps for n in ("IPP0", "IPP2N", "IPP3N")):
+            r.fail("VPP counts only with its activation and standby currents IPP0, IPP2N and IPP3N", "VPP",
+                   "declare them too, or leave VPP out (the VPP domain is then not counted)")
+        return None if r.failed else DramPower(volts, amps, node.span)
 
     def _derived_latency(self, r: Reader, name, parts, timing, tck) -> int:
         if r.has(name):

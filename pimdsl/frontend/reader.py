@@ -274,7 +274,8 @@ class Reader:
 def _unit_hint(dims) -> str:
     examples = {U.TIME: "e.g. 18 ns", U.FREQUENCY: "e.g. 1600 MHz", U.BANDWIDTH: "e.g. 68.264 GB/s",
                 U.BYTES: "e.g. 2 GiB or 64 bit", U.FLOPS: "e.g. 321 GFLOPS", U.DATA_RATE: "e.g. 3200 MT/s",
-                U.NONE: "a plain number, no unit", U.ENERGY: "e.g. 4 pJ", U.POWER: "e.g. 5 W"}
+                U.NONE: "a plain number, no unit", U.ENERGY: "e.g. 4 pJ", U.POWER: "e.g. 5 W",
+                U.CURRENT: "e.g. 57 mA", U.VOLTAGE: "e.g. 1.2 V"}
     return "write it with a unit of that kind, " + examples.get(dims, "") if dims != U.NONE else \
         "write a plain number with no unit"
 

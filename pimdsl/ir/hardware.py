@@ -102,6 +102,15 @@ class CommandDecl:
 
 
 @dataclass(frozen=True)
+class DramPower:
+    """A DRAM part's supply voltage and per-device currents, as its datasheet gives them (the
+    `power` block): names are the JEDEC/datasheet ones (VDD, IDD0, IDD2N, ...)."""
+    volts: dict[str, float]
+    amps: dict[str, float]
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class DramSpec:
     name: str
     base: str | None
@@ -119,6 +128,7 @@ class DramSpec:
     refresh_modes: tuple[str, ...]
     peak_bandwidth_bytes_per_s: float   # one channel (or pseudo-channel)
     span: Span = field(compare=False, repr=False)
+    power: DramPower | None = field(default=None, metadata={"json": "omit_default"})   # None: no currents declared
 
 
 @dataclass(frozen=True)

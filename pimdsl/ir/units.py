@@ -1,6 +1,6 @@
 """Quantities with dimensions: units are types (STYLE.md, 9).
 
-Values are kept in SI (seconds, bytes, FLOP, joules, transfers) plus two
+Values are kept in SI (seconds, bytes, FLOP, joules, transfers, amperes) plus two
 dimensions of our own: `cycle` (of a named clock, resolved by the elaborator)
 and dimensionless counts. KB/MB/GB are decimal (10^3..), KiB/MiB/GiB binary.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Base dimensions, in this order, as exponent tuples.
-BASES = ("B", "s", "cycle", "FLOP", "J", "T")
+BASES = ("B", "s", "cycle", "FLOP", "J", "T", "A")
 
 
 def dim(**exps: int) -> tuple[int, ...]:
@@ -27,12 +27,15 @@ FLOP = dim(FLOP=1)
 ENERGY = dim(J=1)
 POWER = dim(J=1, s=-1)
 DATA_RATE = dim(T=1, s=-1)
+CURRENT = dim(A=1)
+VOLTAGE = dim(J=1, s=-1, A=-1)     # W / A
 
 DIMENSION_NAMES = {
     NONE: "a plain number", BYTES: "a size (bytes)", TIME: "a time",
     CYCLES: "a cycle count", FREQUENCY: "a frequency", BANDWIDTH: "a bandwidth",
     FLOPS: "a compute rate (FLOP/s)", FLOP: "an operation count (FLOP)",
     ENERGY: "an energy", POWER: "a power", DATA_RATE: "a data rate (transfers/s)",
+    CURRENT: "a current", VOLTAGE: "a voltage",
 }
 
 _DEC = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -60,6 +63,10 @@ for _name, _f in {"J": 1.0, "mJ": 1e-3, "uJ": 1e-6, "nJ": 1e-9, "pJ": 1e-12}.ite
     UNITS[_name] = (_f, ENERGY)
 for _name, _f in {"W": 1.0, "mW": 1e-3, "kW": 1e3}.items():
     UNITS[_name] = (_f, POWER)
+for _name, _f in {"A": 1.0, "mA": 1e-3, "uA": 1e-6}.items():
+    UNITS[_name] = (_f, CURRENT)
+for _name, _f in {"V": 1.0, "mV": 1e-3}.items():
+    UNITS[_name] = (_f, VOLTAGE)
 CYCLE_UNITS = ("cycles", "cycle", "cyc", "clk")
 
 

@@ -71,6 +71,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .energy import RowActivity
 from .state import DeviceState
 from .tables import BANK, ChannelTables, EngineError, find_roles
 
@@ -108,6 +109,7 @@ class ChannelController:
         self.record = record              # when a list: (cycle, command, node, request) of every issue
         self.log = log
         self.state = DeviceState(tables)
+        self.rows = RowActivity(tables)    # which banks are open, for standby energy
         cfg = tables.memory.controller
         self.cfg = cfg
         r = tables.roles
@@ -465,6 +467,7 @@ class ChannelController:
             self.forced = (decision[4], k, req)
             return
         self.state.issue(cmd, k, t)
+        self.rows.issue(cmd, k, t)
         if self.record is not None:
             self.record.append((t, cmd, k, req))
         log = self.log

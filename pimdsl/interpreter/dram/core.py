@@ -19,6 +19,7 @@ import numpy as np
 from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
+from .energy import RANK, effects
 from .tables import BANK, ChannelTables
 
 NEVER = 1 << 62
@@ -148,9 +149,11 @@ def _unlink(head, tail, length, nxt, prv, q, r):
 # ---- the replay -------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, record_cap):
+def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, record_cap, E, rows):
     """Replay; returns (status, accepted, done, first_cmd, issued, last_done, records, n_records).
-    status 0: done; 1: the engine stalled; 2: the record buffer is full (retry with more room)."""
+    status 0: done; 1: the engine stalled; 2: the record buffer is full (retry with more room).
+    `E` is each command's effect on open rows (energy.effects); `rows[ch, rank]` receives the open
+    banks, the cycle the rank's first opened and the cycles it spent with a row open (_track_rows)."""
     n = arrival.shape[0]
     nb, n_cmds = P[P_NB], P[P_NCMDS]
     ACT, PRE, RD, WR, RDA, WRA, PREA = P[P_ACT], P[P_PRE], P[P_RD], P[P_WR], P[P_RDA], P[P_WRA], P[P_PREA]
@@ -191,6 +194,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     hist_len = np.zeros(n_ch * max(n_w, 1), np.int64)
     hist_head = np.zeros(n_ch * max(n_w, 1), np.int64)
     issued = np.zeros((n_ch, n_cmds), np.int64)
+    bank_open = np.zeros((n_ch, nb), np.bool_)
     records = np.zeros((record_cap, 5), np.int64)
     n_rec = 0
     for c in range(n_ch):
@@ -271,6 +275,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
                 cs[c, D_VALID] = 0
                 _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
+                if E[cmd]:
+                    _track_rows(E[cmd], span[level[cmd]], span[RANK], bank_open, rows, c, k, t)
                 if n_rec >= record_cap:
                     if record_cap > 0:
                         return 2, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
@@ -640,6 +646,25 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
 
 
 @njit(cache=True, _nrt=False)
+def _track_rows(effect, width, per_rank, bank_open, rows, c, k, t):
+    """energy.RowActivity.issue over arrays: banks k * width .. open (effect > 0) or close."""
+    opening = effect > 0
+    for b in range(k * width, (k + 1) * width):
+        if bank_open[c, b] == opening:
+            continue
+        bank_open[c, b] = opening
+        r = b // per_rank
+        if opening:
+            if rows[c, r, 0] == 0:
+                rows[c, r, 1] = t
+            rows[c, r, 0] += 1
+        else:
+            rows[c, r, 0] -= 1
+            if rows[c, r, 0] == 0:
+                rows[c, r, 2] += t - rows[c, r, 1]
+
+
+@njit(cache=True, _nrt=False)
 def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span):
     if cmd == P[P_PRE]:
         open_row[c, k] = -1
@@ -665,7 +690,7 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
 
 def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
     """Replay with the compiled core: (accepted, done, first_cmd, issued[ch, cmd], last_done[ch],
-    records [(cycle, channel, cmd, node, request)] or None)."""
+    records [(cycle, channel, cmd, node, request)] or None, rows[ch, rank] as `_track_rows` leaves it)."""
     from .controller import ChannelController, RequestLog
     probe = ChannelController(tables, RequestLog([0], [0], [False]))    # the options, as the reference reads them
     cfg = probe.cfg
@@ -696,12 +721,14 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]
     w = np.asarray(is_write, np.bool_)
     cap = 4 * len(arrival) + 1024 if record else 0
+    E = np.asarray(effects(tables), np.int64)
     while True:
+        rows = np.zeros((n_ch, tables.count[RANK], 3), np.int64)
         status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
-            T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap)
+            T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
         if status != 2:
             break
         cap *= 2
     if status == 1:
         raise RuntimeError("the DRAM engine stalled with requests outstanding")
-    return accepted, done, first_cmd, issued, last_done, records[:n_rec] if record else None
+    return accepted, done, first_cmd, issued, last_done, records[:n_rec] if record else None, rows

@@ -20,6 +20,7 @@ import numpy as np
 
 from ...ir.hardware import Memory
 from .controller import ChannelController, RequestLog, request_tables
+from .energy import average_power_mw, dram_energy_pj
 from .tables import ChannelTables
 from .traces import Trace
 
@@ -38,6 +39,10 @@ class ReplayResult:
     commands: dict[str, int]
     # (cycle, channel, command, {level: index}, row, column, request), when recorded
     command_log: list[tuple] | None = field(default=None, repr=False)
+    # rank-cycles with a row open, of `rank_cycles` (cycles x ranks of every channel): standby energy
+    active_rank_cycles: int = 0
+    rank_cycles: int = 0
+    energy_pj: dict[str, float] | None = None      # by component and `total`; None: no currents declared
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -72,6 +77,9 @@ class ReplayResult:
             "max_read_latency_cycles": lat[-1] if lat else 0,
             "commands": self.commands,
             "tck_s": self.tck_s,
+            "energy_pj": {k: round(v, 1) for k, v in self.energy_pj.items()} if self.energy_pj else None,
+            "average_power_mw": (round(average_power_mw(self.energy_pj, self.cycles, self.tck_s), 3)
+                                 if self.energy_pj else None),
         }
 
 
@@ -109,12 +117,19 @@ def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: 
         # Every channel sees the same requests in lockstep, so every channel's controller goes
         # through the same states in the same cycles: simulate one and count it n_ch times.
         one = _replay(memory, _channel_zero(trace, n_ch), 1, engine=engine)
-        return ReplayResult(
+        result = ReplayResult(
             memory=one.memory, requests=one.requests * n_ch, reads=one.reads * n_ch, writes=one.writes * n_ch,
             cycles=one.cycles, tck_s=one.tck_s, access_bytes=one.access_bytes,
             read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
-            commands={k: v * n_ch for k, v in one.commands.items()})
-    return _replay(memory, trace, n_ch, record_commands, engine)
+            commands={k: v * n_ch for k, v in one.commands.items()},
+            active_rank_cycles=one.active_rank_cycles * n_ch)
+    else:
+        result = _replay(memory, trace, n_ch, record_commands, engine)
+    org = memory.organization
+    result.rank_cycles = result.cycles * n_ch * org.pseudo_channels * org.ranks
+    result.energy_pj = dram_energy_pj(memory.part, memory.organization, result.commands,
+                                      result.active_rank_cycles, result.rank_cycles)
+    return result
 
 
 def identical_channels(trace: Trace, n_ch: int) -> bool:
@@ -179,20 +194,25 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
     names = [cmd.name for cmd in tables.commands]
     counts = {name: sum(c.state.issued[i] for c in ctrls) for i, name in enumerate(names)}
     latencies = [log.done[i] - log.accepted[i] for i in range(n) if not is_write[i]]
+    active = sum(c.rows.active_cycles(last + 1) for c in ctrls)
     return ReplayResult(
         memory=memory.name, requests=n, reads=len(latencies), writes=n - len(latencies),
         cycles=last + 1, tck_s=memory.part.tck_s, access_bytes=memory.organization.access_bytes,
         read_latencies=latencies, row_hits=sum(1 for x in log.first_cmd if x == "hit"),
         commands={k: v for k, v in counts.items() if v},
-        command_log=_command_log(tables, records, trace) if record_commands else None)
+        command_log=_command_log(tables, records, trace) if record_commands else None,
+        active_rank_cycles=active)
 
 
 def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
     """The same replay through the compiled core (dram_core)."""
     from . import core as dram_core
     tables = request_tables(memory)
-    accepted, done, first_cmd, issued, last_done, recs = dram_core.run(
+    accepted, done, first_cmd, issued, last_done, recs, rows = dram_core.run(
         tables, trace.arrival, trace.channel, trace.is_write, trace.bank, trace.row, n_ch, record_commands)
+    end = int(last_done.max(initial=-1)) + 1
+    # rows still open at the end count until then (energy.RowActivity.active_cycles)
+    active = int(rows[:, :, 2].sum() + ((end - rows[:, :, 1]) * (rows[:, :, 0] > 0)).sum())
     is_write = np.asarray(trace.is_write, bool)
     latencies = (done[~is_write] - accepted[~is_write]).tolist()
     counts = issued.sum(axis=0)
@@ -207,7 +227,8 @@ def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: b
         access_bytes=memory.organization.access_bytes, read_latencies=latencies,
         row_hits=int((first_cmd == dram_core.HIT).sum()),
         commands={cmd.name: int(counts[i]) for i, cmd in enumerate(tables.commands) if counts[i]},
-        command_log=_command_log(tables, records, trace) if record_commands else None)
+        command_log=_command_log(tables, records, trace) if record_commands else None,
+        active_rank_cycles=active)
 
 
 def _command_log(tables: ChannelTables, records, trace: Trace) -> list[tuple]:
