@@ -3,7 +3,7 @@
 Each case replays a prefix of a reference trace (random mixes, bank conflicts, streams; one and
 eight channels) under one set of controller options, once through `interpreter/dram/controller.py` (the
 reference) and once through `interpreter/dram/core.py`, and compares every issued command, every request's
-acceptance and completion cycle and the command counts.
+acceptance and completion cycle, the command counts and the rank-cycles with a row open.
 """
 from __future__ import annotations
 
@@ -78,3 +78,6 @@ def test_compiled_core_issues_the_reference_engines_commands(paths, config, trac
     assert compiled.read_latencies == python.read_latencies
     assert (compiled.cycles, compiled.row_hits, compiled.commands) == (python.cycles, python.row_hits,
                                                                        python.commands)
+    # the standby energy's open-row time, tracked by each engine from its own issues
+    assert compiled.active_rank_cycles == python.active_rank_cycles > 0
+    assert compiled.energy_pj == python.energy_pj

@@ -19,7 +19,7 @@ the way the compiled core (`core._track_rows`) does for its replays.
 from __future__ import annotations
 
 from ...ir.hardware import DramSpec, Organization
-from .tables import BANK
+from .tables import BANK, EngineError
 
 COMPONENTS = ("activation", "read", "write", "refresh", "active_standby", "precharge_standby")
 RANK = 2                           # the hierarchy level whose standby current counts (LEVELS[2])
@@ -36,7 +36,9 @@ def event_energies_pj(part: DramSpec, org: Organization) -> dict[str, float] | N
     t_ras, t_rp = t.get("tRAS", 0), t.get("tRP", 0)
     t_rc = t.get("tRC", t_ras + t_rp)
     scale = org.devices_per_rank * part.tck_s * 1e12       # A x V x cycles -> pJ, for the rank's devices
-    out = {"ACT": 0.0, "REF": 0.0, "REFpb": 0.0, "active_standby": 0.0, "precharge_standby": 0.0}
+    out = {"ACT": 0.0, "REF": 0.0, "active_standby": 0.0, "precharge_standby": 0.0}
+    if "IDD5PB" in power.amps:
+        out["REFpb"] = 0.0
     for cmd in part.commands:
         if cmd.reads or cmd.writes:
             out[cmd.name] = 0.0
@@ -44,14 +46,18 @@ def event_energies_pj(part: DramSpec, org: Organization) -> dict[str, float] | N
         if volt not in power.volts:
             continue
         v = power.volts[volt]
-        i = lambda name: power.amps.get(cur + name, 0.0)
+
+        def i(name, standby=False, cur=cur):
+            # a burst or refresh current the domain does not declare draws no more than its standby
+            return power.amps.get(cur + name, power.amps.get(cur + "3N", 0.0) if standby else 0.0)
         out["ACT"] += v * (i("0") * t_rc - (i("3N") * t_ras + i("2N") * (t_rc - t_ras))) * scale
         for cmd in part.commands:
             if cmd.reads or cmd.writes:
-                burst = i("4W") if cmd.writes else i("4R")
+                burst = i("4W", True) if cmd.writes else i("4R", True)
                 out[cmd.name] += v * (burst - i("3N")) * cmd.data_cycles * scale
-        out["REF"] += v * (i("5AB") - i("3N")) * t.get("tRFC", 0) * scale
-        out["REFpb"] += v * (i("5PB") - i("3N")) * t.get("tRFCpb", 0) * scale
+        out["REF"] += v * (i("5AB", True) - i("3N")) * t.get("tRFC", 0) * scale
+        if cur + "5PB" in power.amps:
+            out["REFpb"] += v * (i("5PB") - i("3N")) * t.get("tRFCpb", 0) * scale
         out["active_standby"] += v * i("3N") * scale
         out["precharge_standby"] += v * i("2N") * scale
     return out
@@ -85,6 +91,10 @@ def dram_energy_pj(part: DramSpec, org: Organization, commands: dict[str, int], 
             continue
         if comp == "refresh":
             key = "REFpb" if cmd.scope in ("bank", "bank_pair") else "REF"
+            if key not in per:
+                raise EngineError(f"{part.name} issued {n} per-bank refreshes ({cmd.name}) but its power block "
+                                  "declares no IDD5PB", part.power.span,
+                                  "add the per-bank refresh current from the datasheet, e.g. `IDD5PB = 100 mA;`")
         else:
             key = "ACT" if comp == "activation" else cmd.name
         out[comp] += n * per[key]
