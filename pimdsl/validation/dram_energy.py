@@ -29,9 +29,9 @@ def reference_rows(ref: Path) -> dict[tuple[str, str], dict]:
         return {(row["config"], row["trace"]): row for row in csv.DictReader(f)}
 
 
-def dramsim3_memory(config: str):
-    """The reference memory `config` with DRAMsim3's controller structure."""
-    overrides = [f"{config}.controller.{kv}" for kv in STRUCTURES["DRAMsim3-like"]]
+def dramsim3_memory(config: str, structure: str | None = "DRAMsim3-like"):
+    """The reference memory `config` with DRAMsim3's controller structure (None: its own controller)."""
+    overrides = [f"{config}.controller.{kv}" for kv in STRUCTURES[structure]] if structure else []
     spec, diags = load_spec(str(specs_dir() / "reference" / "dram.pim"), overrides)
     if spec is None:
         raise RuntimeError(diags.render_all())
@@ -68,10 +68,17 @@ def run_all(trace_dir: Path, progress=None) -> dict[tuple[str, str], dict]:
     ref = reference_dir()
     rows = reference_rows(ref)
     paths = ensure_traces(ref, trace_dir, sorted(rows))
-    memories = {config: dramsim3_memory(config) for config in sorted({c for c, _ in rows})}
+    configs = sorted({c for c, _ in rows})
+    memories = {config: dramsim3_memory(config) for config in configs}
+    own = {config: dramsim3_memory(config, None) for config in configs}
     out = {}
     for config, trace in sorted(rows):
         out[(config, trace)] = run_case(memories[config], paths[(config, trace)], rows[(config, trace)])
+        # the memory's own controller (Ramulator 2's structure): how much scheduling moves the energy
+        mine = run_case(own[config], paths[(config, trace)], rows[(config, trace)])
+        out[(config, trace)]["own_controller"] = {"total_error_pct": mine["energy_pj"]["error_pct"]["total"],
+                                                  "energy_pj": mine["energy_pj"]["ours"],
+                                                  "cycles": mine["counts"]["cycles"][0]}
         if progress:
             progress(config, trace, out[(config, trace)])
     return out
