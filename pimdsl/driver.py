@@ -2,11 +2,13 @@
 
 The loop is chosen from the spec, never by the command: a mapping's `loop = NAME` selects a
 registered run loop (`pimdsl/loops/`); without one the step loop compiles and times the prefill
-and decode steps (`loops/step_run.py`). Every result has `.report` and `.intervals`.
+and decode steps (`loops/step_run.py`). Every result has `.report` and `.intervals`; the driver adds
+the run's energy to every report.
 """
 from __future__ import annotations
 
 from . import loops
+from .interpreter.run_energy import run_energy
 
 
 def kind_of_run(system) -> str:
@@ -36,7 +38,11 @@ def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline:
     to a loop that reports it (`PROGRESS` names what it counts)."""
     loop = loops.for_system(system)
     if loop is None:
-        return run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
-    if getattr(loop, "PROGRESS", None):
-        return loop.run(system, timeline=timeline, progress=progress)
-    return loop.run(system, timeline=timeline)
+        result = run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
+    elif getattr(loop, "PROGRESS", None):
+        result = loop.run(system, timeline=timeline, progress=progress)
+    else:
+        result = loop.run(system, timeline=timeline)
+    # every loop's energy, from its busy times and the declared power (interpreter/run_energy.py)
+    result.report.update(run_energy(system, result.report))
+    return result

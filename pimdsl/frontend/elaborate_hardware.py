@@ -574,7 +574,8 @@ class HardwareBuilder:
             systolic_gemv_issue=sa.choice("gemv_issue", ("overlapped", "serial"), "overlapped") if sa else "overlapped",
             span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0),
             pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped"), "overlapped"),
-            scratchpad_bytes=r.bytes("scratchpad", 0))
+            scratchpad_bytes=r.bytes("scratchpad", 0),
+            active_power_w=r.quantity("active_power", U.POWER, 0.0), idle_power_w=r.quantity("idle_power", U.POWER, 0.0))
         for sub in (sa, vu):
             if sub is not None:
                 sub.finish()

@@ -275,6 +275,9 @@ class Processor:
     # overlapped (GEMVs pipelined like GEMM tiles) or serial (each GEMV's preloads wait for the
     # previous instruction to finish: host/models.py serial_gemv_cycles)
     systolic_gemv_issue: str = field(default="overlapped", metadata={"json": "omit_default"})
+    # power of one instance while busy and while idle (run energy, interpreter/run_energy.py); 0: not declared
+    active_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
+    idle_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

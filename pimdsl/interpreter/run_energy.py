@@ -1,0 +1,99 @@
+"""Energy of a whole run, from how long each resource was busy and the power its spec declares.
+
+Every run loop reports `end_to_end_s` and, per resource, `utilization` (busy time / end-to-end time);
+this module turns them into energy, so that every loop reports it the same way (driver.run_loaded):
+
+  * a processor that declares `active_power` (and `idle_power`): per instance, active power while
+    busy and idle power for the rest of the run;
+  * a memory whose DRAM part declares currents (`power` block): its standby energy over the run,
+    every rank of every channel and instance at precharge standby (VDD x IDD2N) while its PIM unit
+    is idle and at active standby (VDD x IDD3N: a PIM op keeps rows open) while it is busy.
+
+Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses and of PIM
+ops (a run reports time per resource, not the commands behind it; `pimc dram` counts command energy
+for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
+power over the run divided by the reported `tokens_per_s`.
+"""
+from __future__ import annotations
+
+from .dram.energy import event_energies_pj
+
+
+def _resource_owner(key: str, processors: dict, memories: dict):
+    """The processor or memory a utilization key names: `kind:name`, `kind:name[i]` (one instance),
+    `kind:name.pool` (a thread pool: its processor's busy time is its own key), or a bare kind
+    (`gpu`, `npu`, `pim`) when the system has exactly one such resource; else None."""
+    name = key.split(":", 1)[1] if ":" in key else key
+    if "." in name:
+        return None, "pool"
+    name = name.split("[", 1)[0]
+    if name in processors:
+        return processors[name], "processor"
+    if name in memories:
+        return memories[name], "memory"
+    kinds = [p for p in processors.values() if p.kind == name]
+    if len(kinds) == 1:
+        return kinds[0], "processor"
+    if name == "pim":
+        pims = [m for m in memories.values() if m.pim is not None]
+        if len(pims) == 1:
+            return pims[0], "memory"
+    return None, None
+
+
+def _standby_w(memory) -> tuple[float, float] | None:
+    """(precharge, active) standby power of every rank of every instance, in W; None without currents."""
+    per = event_energies_pj(memory.part, memory.organization)
+    if per is None:
+        return None
+    org = memory.organization
+    ranks = org.channels * org.pseudo_channels * org.ranks * memory.count
+    to_w = ranks * 1e-12 / memory.part.tck_s
+    return per["precharge_standby"] * to_w, per["active_standby"] * to_w
+
+
+def run_energy(system, report: dict) -> dict:
+    """`energy_j` (by resource, by component, total, not_counted), `energy_per_token_j`, `average_power_w`."""
+    end = report.get("end_to_end_s") or 0.0
+    processors = {p.name: p for p in system.processors}
+    memories = {m.name: m for m in system.memories}
+    busy_of: dict[str, list[float]] = {}
+    not_counted = []
+    for key, util in (report.get("utilization") or {}).items():
+        owner, kind = _resource_owner(key, processors, memories)
+        if kind == "pool":
+            continue
+        if owner is None:
+            not_counted.append(key)
+            continue
+        busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
+    by_resource: dict[str, float] = {}
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0}
+    for p in processors.values():
+        if not (p.active_power_w or p.idle_power_w):
+            not_counted.append(f"{p.kind}:{p.name}")
+            continue
+        share = busy_of.get(p.name, [0.0])
+        busy = sum(share) / len(share) * end         # mean over the instances that report apart
+        active, idle = p.active_power_w * busy * p.count, p.idle_power_w * (end - busy) * p.count
+        by_component["processor_active"] += active
+        by_component["processor_idle"] += idle
+        by_resource[f"{p.kind}:{p.name}"] = active + idle
+    for m in memories.values():
+        standby = _standby_w(m)
+        if standby is None:
+            not_counted.append(f"memory:{m.name}")
+            continue
+        share = busy_of.get(m.name, [0.0])
+        busy = sum(share) / len(share) * end
+        energy = standby[0] * (end - busy) + standby[1] * busy
+        by_component["dram_standby"] += energy
+        by_resource[f"memory:{m.name}"] = energy
+    total = sum(by_component.values())
+    counted = bool(by_resource)
+    power = total / end if end and counted else None
+    rate = report.get("tokens_per_s")
+    return {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
+                         "not_counted": sorted(set(not_counted)) + ["host and PIM command energy", "links"]},
+            "energy_per_token_j": power / rate if power is not None and rate else None,
+            "average_power_w": power}

@@ -1,0 +1,53 @@
+"""Energy of a run (interpreter/run_energy.py): declared processor power and DRAM standby over busy times."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pimdsl.frontend.pipeline import load_spec
+from pimdsl.interpreter.run_energy import run_energy
+
+from .conftest import ROOT
+from .test_cli import pimc
+
+
+def system_of(path):
+    spec, diags = load_spec(str(ROOT / path))
+    assert spec is not None, diags.render_all()
+    return next(iter(spec.systems.values()))
+
+
+def test_processor_energy_is_declared_power_over_busy_time():
+    system = system_of("specs/systems/tensor_parallel_llama2_70b.pim")
+    # five A100s at 400 W busy half of a 2 s run, no idle power declared
+    out = run_energy(system, {"end_to_end_s": 2.0, "tokens_per_s": 10.0,
+                              "utilization": {"gpu": 0.5, "nvlink_fabric": 0.2}})
+    e = out["energy_j"]
+    assert e["by_resource"] == {"gpu:tp_a100_40gb": pytest.approx(400 * 1.0 * 5)}
+    assert e["by_component"]["processor_active"] == pytest.approx(2000)
+    assert e["total"] == pytest.approx(2000)
+    assert out["average_power_w"] == pytest.approx(1000)
+    assert out["energy_per_token_j"] == pytest.approx(100)
+    assert "nvlink_fabric" in e["not_counted"]          # a resource the energy model cannot attribute
+
+
+def test_a_system_without_declared_power_reports_no_power():
+    system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
+    out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
+    assert out["energy_j"]["total"] == 0 and out["energy_j"]["by_resource"] == {}
+    assert out["average_power_w"] is None and out["energy_per_token_j"] is None
+    assert {"cpu:s24_cpu", "memory:s24_lpddr5x"} <= set(out["energy_j"]["not_counted"])
+
+
+def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
+    out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["utilization"] == {"pim:aquabolt_xl": 1.0}
+    # busy the whole run: every rank of the 64 pseudo-channels x 2 ranks at active standby,
+    # 1.2 V x 27.5 mA (HBM2's per-pseudo-channel IDD3N)
+    power = 64 * 2 * 1.2 * 0.0275
+    assert report["average_power_w"] == pytest.approx(power)
+    assert report["energy_j"]["total"] == pytest.approx(power * report["end_to_end_s"])
+    assert report["energy_per_token_j"] == pytest.approx(power / report["tokens_per_s"])
