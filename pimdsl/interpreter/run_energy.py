@@ -53,7 +53,8 @@ def _standby_w(memory) -> tuple[float, float] | None:
 
 
 def run_energy(system, report: dict) -> dict:
-    """`energy_j` (by resource, by component, total, not_counted), `energy_per_token_j`, `average_power_w`."""
+    """`energy_j` (by resource, by component, total, and `not_counted`: what it leaves out, comma-separated),
+    `energy_per_token_j`, `average_power_w`."""
     end = report.get("end_to_end_s") or 0.0
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
@@ -94,6 +95,6 @@ def run_energy(system, report: dict) -> dict:
     power = total / end if end and counted else None
     rate = report.get("tokens_per_s")
     return {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                         "not_counted": sorted(set(not_counted)) + ["host and PIM command energy", "links"]},
+                         "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
             "energy_per_token_j": power / rate if power is not None and rate else None,
             "average_power_w": power}
