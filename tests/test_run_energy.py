@@ -51,3 +51,25 @@ def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
     assert report["average_power_w"] == pytest.approx(power)
     assert report["energy_j"]["total"] == pytest.approx(power * report["end_to_end_s"])
     assert report["energy_per_token_j"] == pytest.approx(power / report["tokens_per_s"])
+
+
+def test_power_counter_steps_at_busy_edges():
+    from pimdsl.emit.timeline import power_counter
+    from pimdsl.ir.intervals import Interval
+    ivs = [Interval("gpu:g", "a", 0.0, 2.0), Interval("gpu:g", "b", 1.0, 3.0), Interval("pim:m", "c", 2.0, 4.0)]
+    extra = {"gpu:g": 100.0, "pim:m": 10.0}
+    events = power_counter(ivs, 5.0, extra.__getitem__)
+    assert events[0]["args"] == {"name": "power"}
+    # overlapping intervals of one resource count once; each edge time gives one sample
+    assert [(e["ts"], e["args"]["power_w"]) for e in events[1:]] == [
+        (0.0, 105.0), (1e6, 105.0), (2e6, 115.0), (3e6, 15.0), (4e6, 5.0)]
+
+
+def test_pimc_run_timeline_has_a_power_track(tmp_path):
+    path = tmp_path / "t.json"
+    out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--timeline", str(path))
+    assert out.returncode == 0, out.stderr
+    counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
+    # busy: active standby of every rank; after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
+    assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275)
+    assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)

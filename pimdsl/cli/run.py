@@ -6,7 +6,8 @@ skipping periodic loop iterations (same numbers, slower). `--timeline FILE`
 writes the schedule as a Chrome/Perfetto trace, one track per resource and,
 for host kernels split over CPU threads (GEMM threads, SMC copy threads), one
 per thread; `--timeline-layer N` keeps only decoder layer N of the prefill
-step (one layer's copies and GEMMs side by side).
+step (one layer's copies and GEMMs side by side). The timeline has a power counter track (W) from
+the declared power of each busy resource (interpreter/run_energy.py).
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import json
 import sys
 
 from ..emit.atomic import atomic_file
-from ..emit.timeline import chrome_trace, per_thread
+from ..emit.timeline import chrome_trace, per_thread, power_counter
+from ..interpreter.run_energy import power_levels
 from ..driver import kind_of_run, loop_module, run_loaded
 from ..ir.errors import CompileError
 from ..serving.requests import RequestsError
@@ -69,8 +71,9 @@ def run(args) -> int:
         intervals = result.intervals
         if args.timeline_layer is not None and not serving:
             intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
+        counters = power_counter(intervals, *power_levels(system))
         try:
-            _write_json(args.timeline, chrome_trace(per_thread(intervals)))
+            _write_json(args.timeline, chrome_trace(per_thread(intervals), counters))
         except OSError as exc:
             print(f"pimc run: error: cannot write {args.timeline}: {exc.strerror or exc}", file=sys.stderr)
             return 1

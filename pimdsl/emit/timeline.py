@@ -11,7 +11,7 @@ give the same trace.
 Each interval is a complete event (``ph`` "X") with ``ts`` and ``dur`` in
 microseconds, the format's unit; ``displayTimeUnit`` "ns" makes the viewer
 label times in nanoseconds. Metadata events (``ph`` "M", process_name and
-thread_name) carry the names.
+thread_name) carry the names. A power counter (``ph`` "C", process 0 "power") may go beside them.
 """
 from __future__ import annotations
 
@@ -49,9 +49,34 @@ def _us(seconds: float) -> float:
     return round(seconds * 1e6, _DECIMALS)
 
 
-def chrome_trace(intervals) -> dict:
-    """The Trace Event Format object of `intervals` (any iterable of `Interval`); `json.dump` it
-    and open the file in https://ui.perfetto.dev or chrome://tracing."""
+def power_counter(intervals, base_w: float, extra_w) -> list[dict]:
+    """A counter track ("ph" "C", process "power") of the power drawn over time: `base_w`, plus
+    `extra_w(resource)` for each resource while any of its intervals is busy."""
+    edges: list[tuple[float, str, int]] = []
+    for iv in intervals:
+        if iv.end_s > iv.start_s:
+            edges += [(iv.start_s, iv.resource, 1), (iv.end_s, iv.resource, -1)]
+    edges.sort(key=lambda e: (e[0], e[2]))
+    busy: dict[str, int] = {}
+    extra = {r: extra_w(r) for _, r, _ in edges}
+    power, events = base_w, []
+    for i, (t, resource, step) in enumerate(edges):
+        before = busy.get(resource, 0)
+        busy[resource] = before + step
+        if (before == 0) != (busy[resource] == 0):
+            power += extra[resource] * step
+        if i + 1 == len(edges) or edges[i + 1][0] != t:
+            events.append({"name": "power_w", "ph": "C", "ts": _us(t), "pid": 0,
+                           "args": {"power_w": round(power, 6)}})
+    if events:
+        events.insert(0, {"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "power"}})
+    return events
+
+
+def chrome_trace(intervals, counters: list[dict] = ()) -> dict:
+    """The Trace Event Format object of `intervals` (any iterable of `Interval`), with `counters`
+    (e.g. `power_counter`) beside them; `json.dump` it and open the file in
+    https://ui.perfetto.dev or chrome://tracing."""
     pids: dict[str, int] = {}
     threads: dict[int, int] = {}                  # pid -> threads numbered so far
     tids: dict[str, tuple[int, int]] = {}
@@ -77,4 +102,4 @@ def chrome_trace(intervals) -> dict:
         if iv.args:
             event["args"] = dict(iv.args)
         events.append(event)
-    return {"traceEvents": metadata + events, "displayTimeUnit": "ns"}
+    return {"traceEvents": metadata + events + list(counters), "displayTimeUnit": "ns"}

@@ -98,3 +98,25 @@ def run_energy(system, report: dict) -> dict:
                          "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
             "energy_per_token_j": power / rate if power is not None and rate else None,
             "average_power_w": power}
+
+
+def power_levels(system):
+    """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
+    declared idle power and every memory's precharge standby; a busy processor adds active - idle
+    power, a busy PIM memory active - precharge standby (per instance for `name[i]`)."""
+    processors = {p.name: p for p in system.processors}
+    memories = {m.name: m for m in system.memories}
+    base = sum(p.idle_power_w * p.count for p in processors.values())
+    standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
+    base += sum(pre for pre, _ in standby.values())
+
+    def extra(resource: str) -> float:
+        owner, kind = _resource_owner(resource, processors, memories)
+        share = 1 / owner.count if owner is not None and "[" in resource else 1
+        if kind == "processor":
+            return (owner.active_power_w - owner.idle_power_w) * owner.count * share
+        if kind == "memory" and owner.name in standby:
+            pre, act = standby[owner.name]
+            return (act - pre) * share
+        return 0.0
+    return base, extra
