@@ -152,3 +152,17 @@ def test_pimc_dram_json_prints_energy(tmp_path):
                                       "precharge_standby", "total"}
     assert data["energy_pj"]["activation"] == 4200
     assert data["average_power_mw"] > 0
+
+
+def test_per_bank_refresh_without_its_current_keeps_the_timing_and_says_why(load_text):
+    block = ("power { VDD = 1.2 V; IDD0 = 57 mA; IDD2N = 37 mA; IDD3N = 52 mA; IDD4R = 168 mA; IDD4W = 150 mA; "
+             "IDD5AB = 250 mA; }\n  command REFpb { scope = bank; refresh = true; }")
+    text = (SPEC % block).replace("refresh = none;", "refresh = per_bank;").replace(
+        "family = ddr4;", "family = ddr4; refresh_modes = [per_bank];").replace(
+        "tBL = 4 cycles; }", "tBL = 4 cycles; tREFI = 100 cycles; tRFCpb = 10 cycles; }").replace(
+        "rule channel: RD -> RD = tBL; }", "rule channel: RD -> RD = tBL; rule bank: REFpb -> ACT = tRFCpb; }")
+    spec, diags = load_text(text)
+    assert spec is not None, diags.render_all()
+    r = replay(spec.memories["m"], Trace([500], [False], [0], [0], [0], [0]))
+    assert r.commands["REFpb"] > 0 and r.energy_pj is None
+    assert "declares no IDD5PB" in r.to_json()["energy_note"]

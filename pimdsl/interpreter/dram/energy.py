@@ -19,11 +19,15 @@ the way the compiled core (`core._track_rows`) does for its replays.
 from __future__ import annotations
 
 from ...ir.hardware import DramSpec, Organization
-from .tables import BANK, EngineError
+from .tables import BANK
 
 COMPONENTS = ("activation", "read", "write", "refresh", "active_standby", "precharge_standby")
 RANK = 2                           # the hierarchy level whose standby current counts (LEVELS[2])
 DOMAINS = (("VDD", "IDD"), ("VPP", "IPP"))
+
+
+class EnergyUnavailable(Exception):
+    """The part's currents do not cover what the replay issued (the timing stands; the energy is None)."""
 
 
 def event_energies_pj(part: DramSpec, org: Organization) -> dict[str, float] | None:
@@ -79,7 +83,8 @@ def command_component(cmd) -> str | None:
 def dram_energy_pj(part: DramSpec, org: Organization, commands: dict[str, int], active_rank_cycles: int,
                    rank_cycles: int) -> dict[str, float] | None:
     """Energy by component (pJ) and `total`, from command counts and rank-cycles with a row open out
-    of all rank-cycles of the run; None when the part declares no currents."""
+    of all rank-cycles of the run; None when the part declares no currents; EnergyUnavailable when
+    they do not cover a command issued."""
     per = event_energies_pj(part, org)
     if per is None:
         return None
@@ -92,9 +97,8 @@ def dram_energy_pj(part: DramSpec, org: Organization, commands: dict[str, int], 
         if comp == "refresh":
             key = "REFpb" if cmd.scope in ("bank", "bank_pair") else "REF"
             if key not in per:
-                raise EngineError(f"{part.name} issued {n} per-bank refreshes ({cmd.name}) but its power block "
-                                  "declares no IDD5PB", part.power.span,
-                                  "add the per-bank refresh current from the datasheet, e.g. `IDD5PB = 100 mA;`")
+                raise EnergyUnavailable(f"{part.name} issued {n} per-bank refreshes ({cmd.name}) but its power "
+                                        "block declares no IDD5PB")
         else:
             key = "ACT" if comp == "activation" else cmd.name
         out[comp] += n * per[key]

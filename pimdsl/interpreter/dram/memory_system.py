@@ -20,7 +20,7 @@ import numpy as np
 
 from ...ir.hardware import Memory
 from .controller import ChannelController, RequestLog, request_tables
-from .energy import average_power_mw, dram_energy_pj
+from .energy import EnergyUnavailable, average_power_mw, dram_energy_pj
 from .tables import ChannelTables
 from .traces import Trace
 
@@ -42,7 +42,8 @@ class ReplayResult:
     # rank-cycles with a row open, of `rank_cycles` (cycles x ranks of every channel): standby energy
     active_rank_cycles: int = 0
     rank_cycles: int = 0
-    energy_pj: dict[str, float] | None = None      # by component and `total`; None: no currents declared
+    energy_pj: dict[str, float] | None = None      # by component and `total`; None: see energy_note
+    energy_note: str | None = None                 # why there is no energy
 
     @property
     def bandwidth_gbps(self) -> float:
@@ -80,6 +81,7 @@ class ReplayResult:
             "energy_pj": {k: round(v, 1) for k, v in self.energy_pj.items()} if self.energy_pj else None,
             "average_power_mw": (round(average_power_mw(self.energy_pj, self.cycles, self.tck_s), 3)
                                  if self.energy_pj else None),
+            **({"energy_note": self.energy_note} if self.energy_note else {}),
         }
 
 
@@ -127,8 +129,13 @@ def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: 
         result = _replay(memory, trace, n_ch, record_commands, engine)
     org = memory.organization
     result.rank_cycles = result.cycles * n_ch * org.pseudo_channels * org.ranks
-    result.energy_pj = dram_energy_pj(memory.part, memory.organization, result.commands,
-                                      result.active_rank_cycles, result.rank_cycles)
+    try:
+        result.energy_pj = dram_energy_pj(memory.part, memory.organization, result.commands,
+                                          result.active_rank_cycles, result.rank_cycles)
+        if result.energy_pj is None:
+            result.energy_note = f"{memory.part.name} declares no currents (a power block)"
+    except EnergyUnavailable as exc:
+        result.energy_note = str(exc)
     return result
 
 
