@@ -22,7 +22,8 @@ from .dram.energy import event_energies_pj
 def _resource_owner(key: str, processors: dict, memories: dict):
     """The processor or memory a utilization key names: `kind:name`, `kind:name[i]` (one instance),
     `kind:name.pool` (a thread pool: its processor's busy time is its own key), or a bare kind
-    (`gpu`, `npu`, `pim`) when the system has exactly one such resource; else None."""
+    (`gpu`, `npu`: the first processor of that kind, the one loops use unless told otherwise; `pim`:
+    the one memory with a PIM unit); else None."""
     name = key.split(":", 1)[1] if ":" in key else key
     if "." in name:
         return None, "pool"
@@ -32,7 +33,7 @@ def _resource_owner(key: str, processors: dict, memories: dict):
     if name in memories:
         return memories[name], "memory"
     kinds = [p for p in processors.values() if p.kind == name]
-    if len(kinds) == 1:
+    if kinds:                   # several: the first declared, the processor loops default to
         return kinds[0], "processor"
     if name == "pim":
         pims = [m for m in memories.values() if m.pim is not None]
