@@ -73,7 +73,8 @@ def _run_twice(program: Program, name: str, op, attrs: dict, checked: set) -> li
     for pred in g.predecessors(name):
         a = g.nodes[pred]
         declared = a.get("program")
-        if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()):
+        conditional = any(let.name == op.kind for let in getattr(declared, "lets", ()))   # runs it only when covering
+        if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()) and not conditional:
             if ("twice", op.kind) in checked:
                 return []
             checked.add(("twice", op.kind))
