@@ -190,3 +190,14 @@ def test_check_values_rejects_a_bad_shape(capsys):
 @pytest.mark.slow
 def test_check_values_passes_on_every_bundled_spec(capsys):
     assert main(["check", "--values", "--strict", str(ROOT / "specs")]) == 0
+
+
+def test_an_activation_on_pim_after_a_host_gemv_says_why_it_is_not_covered(tmp_path, capsys):
+    text = SYSTEM.read_text().replace("decode  { fc = pim;", "decode  { fc = aim_xeon;")
+    path = tmp_path / "aim.pim"
+    path.write_text(text.replace('import "../', f'import "{ROOT}/specs/'))
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "op L0.act (activation) is placed on PIM unit 'aim', which has no program for activation" in err
+    assert "program gemv covers activation, but only right after an op of its class on this unit, and this " \
+           "op follows L0.gate_proj (gemv on aim_xeon)" in err
