@@ -74,13 +74,11 @@ def run(args) -> int:
 
 
 def _spec_files(paths):
-    """The files named, a folder standing for every .pim file under it (sorted)."""
+    """The files named, a folder standing for every .pim file under it (sorted); a folder with none
+    is passed on as it is, for the loader to report."""
     for path in paths:
-        folder = Path(path)
-        if folder.is_dir():
-            yield from (str(p) for p in sorted(folder.rglob("*.pim")))
-        else:
-            yield path
+        found = sorted(Path(path).rglob("*.pim")) if Path(path).is_dir() else []
+        yield from (str(p) for p in found) if found else (path,)
 
 
 def check_steps(system, diags) -> None:
