@@ -126,7 +126,9 @@ memory m { part = LPDDR4; address_map = [row, bank, column]; pim = u; }
 
 @pytest.mark.parametrize("ops,program,message,hint", [
     ("dot_product", "gemv { covers = [softmax]; }", "program gemv cannot cover 'softmax'",
-     "no op kind directly follows gemv"),
+     "valid op kinds that directly follow gemv: activation, add, mul"),
+    ("dot_product", "elementwise { covers = [softmax]; }", "program elementwise cannot cover 'softmax'",
+     "no op kind directly follows elementwise"),
     ("softmax", "attn_score { covers = [sofmax]; }", "program attn_score cannot cover 'sofmax'",
      "did you mean 'softmax'?"),
     ("softmax", "attn_score { covers = softmax; }", "`covers` is a list of op kinds", "covers = [softmax];"),

@@ -48,6 +48,7 @@ EXPECTED = {
     "llama3_2_3b": 28 * (2 * 3072 * 24 * 128 + 2 * 3072 * 8 * 128 + 3 * 3072 * 8192) + 128256 * 3072,
     # Llama 2 13B: 40 layers, 5120 hidden, MHA, SwiGLU 13824, vocab 32000, untied
     "llama2_13b": 40 * (4 * 5120 ** 2 + 3 * 5120 * 13824) + 2 * 32000 * 5120,
+    "llama2_7b": 32 * (4 * 4096 ** 2 + 3 * 4096 * 11008) + 2 * 32000 * 4096,
     # Llama 2 70B: 80 layers, 8192 hidden, 64 heads / 8 KV heads x 128, SwiGLU 28672, untied
     "llama2_70b": 80 * (2 * 8192 * 8192 + 2 * 8192 * 8 * 128 + 3 * 8192 * 28672) + 2 * 32000 * 8192,
     # OPT: MHA, ReLU MLP (2 matrices), vocab 50272, tied
@@ -83,6 +84,7 @@ PUBLISHED_EXACT = {
     "llama3_2_3b": (3_212_749_824, 28 * 2 * 3072 + 3072),
     # 13,015,864,320 (meta-llama/Llama-2-13b-hf)
     "llama2_13b": (13_015_864_320, 40 * 2 * 5120 + 5120),
+    "llama2_7b": (6_738_415_616, 32 * 2 * 4096 + 4096),             # [HF_LLAMA2_7B]: 6,738,415,616 with the norms
     # 68,976,648,192 (meta-llama/Llama-2-70b-hf)
     "llama2_70b": (68_976_648_192, 80 * 2 * 8192 + 8192),
     # 124,439,808 (openai-community/gpt2): + position table 1024 x 768 + per layer (ln_1, ln_2 weight+bias

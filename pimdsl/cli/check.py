@@ -5,12 +5,14 @@ Beyond the front end's checks: what no run loop reads (`pimdsl/unread.py`), and,
 step loop runs, every pass over the first prefill and decode steps (an op placed on a unit with no
 program for it, a layout that does not cover a weight, weights that do not fit their memory, data
 crossing memories with no link). `--strict` makes every
-warning an error (CI runs it over the bundled specs).
+warning an error (CI runs it over the bundled specs). `--values [--shape n=N,k=K]` runs every declared
+gemv program on random inputs against numpy (check_values.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 from .. import unread
 from ..driver import loop_module
@@ -19,20 +21,33 @@ from ..loops.step_run import step_program
 from ..loops import step
 from ..passes.manager import PassManager
 from ..ir.errors import PimdslError
+from .check_values import check_values, parse_shape
 from .loading import declares_nothing
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="parse and check spec files")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="spec files, or folders of them")
     p.add_argument("--no-warnings", action="store_true", help="print errors only")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error")
+    p.add_argument("--values", action="store_true",
+                   help="run every declared gemv program on random inputs and compare with numpy")
+    p.add_argument("--shape", action="append", default=[], metavar="n=N,k=K",
+                   help="with --values: a shape to run besides the small default ones (repeatable)")
 
 
 def run(args) -> int:
     status = 0
-    for path in args.files:
+    try:
+        shapes = tuple(parse_shape(s) for s in args.shape)
+    except ValueError as exc:
+        print(f"pimc check: error: {exc}", file=sys.stderr)
+        return 2
+    for path in _spec_files(args.files):
         spec, diags = load_spec(path)
+        values = []
+        if spec is not None and args.values and not diags.errors:
+            values = check_values(spec, diags, shapes)
         if spec is not None:
             for system in spec.systems.values():
                 try:
@@ -53,7 +68,17 @@ def run(args) -> int:
             print(f"{path}: ok (nothing to check: the file declares nothing)")
         else:
             print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
+        for line in values:
+            print(f"  {line}")
     return status
+
+
+def _spec_files(paths):
+    """The files named, a folder standing for every .pim file under it (sorted); a folder with none
+    is passed on as it is, for the loader to report."""
+    for path in paths:
+        found = sorted(Path(path).rglob("*.pim")) if Path(path).is_dir() else []
+        yield from (str(p) for p in found) if found else (path,)
 
 
 def check_steps(system, diags) -> None:

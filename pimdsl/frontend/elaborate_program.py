@@ -66,6 +66,9 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                      "global_buffer"),
             "dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
                     "reads [row, <source>] and writes [host]"),
+            "dot_acc": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1
+                        and len([s for s in c.writes if s in files]) == 1,
+                        "reads [row, <source>] and writes one register file (a MAC register per bank)"),
             "group_dot": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1 and c.writes == ("host",),
                           "reads [row, <source>] and writes [host]"),
             "scale": ("row" in c.reads and len([s for s in c.reads if s in ranked]) == 1

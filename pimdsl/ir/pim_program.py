@@ -215,6 +215,9 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   copy      reads = [row], writes = [<buffer or register file>]; the row's SIMD words from entry reg
 #   dot       reads = [row, <source>], writes = [host]; per bank, k SIMD words of the row from word src
 #             dotted with entries src.. of the source, returned to output + stride x (the bank's index)
+#   dot_acc   reads = [row, <source>], writes = [<register file>]; per bank, burst `column` of the row
+#             dotted with entry `src` of the source (its products summed by an adder tree), the sum
+#             accumulated into lane 0 of entry `acc` of the register file (a MAC register per bank)
 #   group_dot as dot, but each word read as runs of `group` lanes (lanes past the last whole run unused)
 #             and run j dotted with the same run of the source (an adder tree read at the level of
 #             `group` inputs): run j's sum returned to output + stride x (the bank's index) + step x j
@@ -229,6 +232,7 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
            "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
+           "dot_acc": ("src", "acc"),
            "group_dot": ("src", "k", "output", "stride", "group", "step"),
            "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
            "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n")}
@@ -240,9 +244,10 @@ OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),
              "elementwise": ("n",)}
 
 # The op kinds a program for an op class may cover (`covers = [...]`): those that directly follow
-# it in a model step (graph/build.py: attn_score -> softmax -> attn_context), so that the covering
-# op's result is the covered op's input.
-COVERABLE = {"attn_score": ("softmax",)}
+# it in a model step (graph/build.py: attn_score -> softmax -> attn_context; a projection -> the FFN's
+# activation, the gate product or a residual add), so that the covering op's result is the covered
+# op's input. Whether one does follow in a given system is checked on its op graph (passes/tiling.py).
+COVERABLE = {"attn_score": ("softmax",), "gemv": ("activation", "mul", "add"), "gemm": ("activation", "mul", "add")}
 
 # Constants every program may read (values from the memory the unit joins, see lowering/pim_program).
 CONSTANTS = ("channels", "pseudo_channels", "ranks", "bank_groups", "banks_per_group", "banks", "rows",

@@ -43,7 +43,9 @@ def run(program: Program) -> Program:
         if attrs.get("family") == "covered":          # the covering op's commands did it (tiling.py)
             attrs["lowered"] = Absorbed(name, memory.name, attrs["covered_by"])
         elif device.startswith("pim:"):
-            works = [_pim_work(memory, name, op, attrs, shape) for shape in _instance_shapes(memory, op, attrs)]
+            g = program.graph
+            covered = {g.nodes[s]["op"].kind for s in g.successors(name) if g.nodes[s].get("covered_by") == name}
+            works = [_pim_work(memory, name, op, attrs, shape, covered) for shape in _instance_shapes(memory, op, attrs)]
             attrs["lowered"] = works[0]               # the largest share: the op's time
             if memory.count > 1:
                 attrs["instances"] = tuple(works)
@@ -103,14 +105,16 @@ def _instance_shapes(memory, op, attrs) -> list[dict]:
     return shapes
 
 
-def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
+def _pim_work(memory, name, op, attrs, s: dict, covered: set = frozenset()) -> PimWork:
     fam = attrs["family"]
     if fam == "program":                    # declared in the unit: the generic expander
         declared, first_row = attrs["program"], attrs.get("first_row") or 0
         # a program for the op's own class covers its tokens; a GEMV program runs once per token
         times = 1 if declared.op_class == op.kind else s.get("m", 1)
         shape = dict(s) if times == 1 else {**s, "m": 1}
-        stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
-        commands = lambda ch: placed(memory, declared, shape, ch, first_row, times=times)
-        key = (fam, declared.op_class, *sorted(shape.items()), times)
+        # a covered op that follows: the program's 0/1 parameter of that kind's name, if it has one, is 1
+        params = {kind: 1 for kind in sorted(covered) if any(let.name == kind for let in declared.lets)} or None
+        stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name, params=params), times, name)
+        commands = lambda ch: placed(memory, declared, shape, ch, first_row, params=params, times=times)
+        key = (fam, declared.op_class, *sorted(shape.items()), times, *sorted((params or {}).items()))
     return PimWork(name, memory.name, fam, stream, key, commands)

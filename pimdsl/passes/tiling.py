@@ -73,7 +73,8 @@ def _run_twice(program: Program, name: str, op, attrs: dict, checked: set) -> li
     for pred in g.predecessors(name):
         a = g.nodes[pred]
         declared = a.get("program")
-        if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()):
+        conditional = any(let.name == op.kind for let in getattr(declared, "lets", ()))   # runs it only when covering
+        if a.get("device", "").startswith("pim:") and op.kind in getattr(declared, "covers", ()) and not conditional:
             if ("twice", op.kind) in checked:
                 return []
             checked.add(("twice", op.kind))
@@ -116,6 +117,12 @@ def _declared(program: Program, memory, name: str, op, attrs: dict, checked: set
         mapping = program.system.mapping
         declare = (f", or declare `program {op.kind} {{ ... }}` in it" if op.kind in OP_SHAPES else
                    f" (programs are written for {', '.join(OP_SHAPES)})")
+        coverers = [p.op_class for p in pim.programs if op.kind in p.covers]
+        if coverers:                # a program covers it, but not the op right before this one
+            preds = ", ".join(f"{p} ({program.graph.nodes[p]['op'].kind} on {program.graph.nodes[p].get('device')})"
+                              for p in program.graph.predecessors(name)) or "none"
+            declare += (f"; program {' and '.join(coverers)} covers {op.kind}, but only right after an op of its "
+                        f"class on this unit, and this op follows {preds}")
         return [CompileError(f"op {name} ({op.kind}) is placed on PIM unit '{pim.name}', which has no program "
                              f"for {op.kind}", mapping.span if mapping else pim.span,
                              f"unit '{pim.name}' runs {', '.join(p.op_class for p in pim.programs) or 'no op class (it declares no programs)'}: "

@@ -20,6 +20,9 @@ of every pair), by its declared effect:
             source: each word's `lanes` products and their adder tree in float32, words added in
             float32, the result rounded to the datatype; the host adds it in float32 into output
             `output + stride x` the bank's index in the channel (rank x banks + bank)
+  dot_acc   per bank: burst `column` x source[src], the `lanes` products and their adder tree in
+            float32, the sum rounded to the datatype and added into lane 0 of acc[acc], rounded to
+            the datatype (a MAC register per bank: AiM's MAC_ABK)
   group_dot as dot, each word taken as runs of `group` lanes (lanes past the last whole run unused):
             run j of the k words dotted with run j of the entries, its sum added into output
             `output + stride x` the bank's index `+ step x j`
@@ -136,6 +139,14 @@ class ProgramExecutor:
                 product = (burst * self.entries(src, units(b))[a["src"]]).astype(self.dt)
                 entry = self.entries(acc, units(b))
                 entry[a["acc"]] = (entry[a["acc"]] + product).astype(self.dt)
+        elif decl.effect == "dot_acc":
+            src = next(s for s in decl.reads if s != "row")
+            acc = next(s for s in decl.writes if s != "row")
+            for b in banks:
+                burst = rows.row(b, c.row)[c.column]
+                total = adder_tree_dot(burst, self.entries(src, units(b))[a["src"]], self.lanes).astype(self.dt)
+                entry = self.entries(acc, units(b))
+                entry[a["acc"], 0] = (entry[a["acc"], 0].astype(np.float32) + total.astype(np.float32)).astype(self.dt)
         elif decl.effect == "store":
             acc = next(s for s in decl.reads if s != "row")
             for b in banks:
