@@ -12,12 +12,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from .. import unread
-from ..driver import loop_module
-from ..frontend.pipeline import load_spec
-from ..loops.step_run import step_program
-from ..loops import step
-from ..passes.manager import PassManager
 from ..ir.errors import PimdslError
 from .loading import declares_nothing
 
@@ -30,6 +24,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from .. import unread
+    from ..frontend.pipeline import load_spec
     status = 0
     for path in args.files:
         spec, diags = load_spec(path)
@@ -59,6 +55,10 @@ def run(args) -> int:
 def check_steps(system, diags) -> None:
     """Every pass over the first prefill and decode steps of a system the step loop runs (see the
     module docstring): all problems, as diagnostics."""
+    from ..driver import loop_module
+    from ..loops import step
+    from ..loops.step_run import step_program
+    from ..passes.manager import PassManager
     if system.model is None or system.workload is None or loop_module(system) is not step:
         return
     work, seen = system.workload, set()
