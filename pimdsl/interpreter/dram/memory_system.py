@@ -96,8 +96,8 @@ def default_engine(requests: int | None = None) -> str:
 def compiled_core_is_cached() -> bool:
     """Has numba's cache (jit_cache.py) got the compiled replay loop? If not, the first compiled
     replay compiles it, which takes about 20 s."""
-    from ...jit_cache import folder_for
-    return any(folder_for(Path(__file__).resolve().parent / "core.py").glob("core.replay_core-*.nbi"))
+    from ...jit_cache import is_cached
+    return is_cached(Path(__file__).resolve().parent / "core.py", "replay_core")
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
