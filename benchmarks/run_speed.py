@@ -29,12 +29,12 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from pimdsl.emit.atomic import atomic_file
@@ -76,6 +76,28 @@ TARGET_S = {**{name: (10.0, 5.0) for name in CASES}, "sherpa_1b_128_1024": (10.0
 MAX_RSS_MB = {"startup_help": 120, "startup_dram_1k_requests": 120}
 
 
+@dataclass
+class Measured:
+    wall_s: float
+    cpu_s: float                  # user + system
+    max_rss_mb: float
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def measure(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> Measured:
+    """One whole process: its wall time, its own CPU time and peak resident memory (wait4), its output."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=out_f, stderr=err_f, text=True, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out_f.seek(0), err_f.seek(0)
+        return Measured(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+                        os.waitstatus_to_exitcode(status), out_f.read(), err_f.read())
+
+
 def time_case(args: list[str], runs: int, command: str = "run") -> tuple[list[float], list[float], list[float], dict | str]:
     """Wall times, CPU times (user + system) and peak resident MB of each run, the first on an empty
     user cache, and the last report, or the first error line of a failed run."""
@@ -91,17 +113,12 @@ def time_case(args: list[str], runs: int, command: str = "run") -> tuple[list[fl
                     [a.format(trace_1k=trace) for a in args]
                 cmd = ([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"] if command == "pytest"
                        else [sys.executable, "-m", "pimdsl.cli.main", *([] if command == "pimc" else [command]), *argv])
-                start = time.perf_counter()
-                with tempfile.TemporaryFile("w+") as out_f, tempfile.TemporaryFile("w+") as err_f:
-                    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out_f, stderr=err_f, text=True, env=env)
-                    _, status, usage = os.wait4(proc.pid, 0)        # this process's own CPU time and peak RSS
-                    proc.returncode = os.waitstatus_to_exitcode(status)
-                    times.append(time.perf_counter() - start)
-                    out_f.seek(0), err_f.seek(0)
-                    stdout, stderr = out_f.read(), err_f.read()
-            cpu.append(usage.ru_utime + usage.ru_stime)
-            rss.append(usage.ru_maxrss / 1024)
-            if proc.returncode != 0:
+                run = measure(cmd, env)
+                stdout, stderr = run.stdout, run.stderr
+            times.append(run.wall_s)
+            cpu.append(run.cpu_s)
+            rss.append(run.max_rss_mb)
+            if run.returncode != 0:
                 errors = [line for line in stderr.splitlines() if "error" in line] or stderr.splitlines()
                 return times, cpu, rss, (errors or ["failed"])[0].strip()
             report = json.loads(stdout) if command == "run" else {}
