@@ -30,7 +30,7 @@ from .tables import BANK
 # phone's default run issues about 90k) never waits for the load.
 COMPILED_MIN_COMMANDS = 100_000
 # Compiling the core instead (an empty cache: a fresh install, or a new version of pimdsl) costs about
-# 10-14 s of CPU, and the core saves about 5 us a command against Python (1.5-2x; the same file): the
+# 10-14 s of CPU, and the core saves about 5 us a command against Python (1.2-2x; the same file): the
 # move pays for itself only after about 2M more commands, so a process without the core in its cache
 # waits that long (the time Python lost by then is about the compile's), and a cold run whose streams
 # are shorter finishes in Python, with the same cycles, instead of compiling.
