@@ -32,3 +32,21 @@ def test_a_short_replay_loads_neither_numba_nor_the_compiler_s_graph_libraries()
                       "--trace-format", "dramsim3", "--json")
     assert {"numpy", "lark"} <= set(loaded)             # the spec is parsed, the trace read into arrays
     assert not {"numba", "networkx", "matplotlib", "sklearn", "jinja2"} & set(loaded)
+
+
+def test_a_compile_is_announced_once_and_only_when_the_cache_lacks_the_kernel(tmp_path, monkeypatch, capsys):
+    from pimdsl import jit_cache
+    monkeypatch.setenv("PIMDSL_CACHE", str(tmp_path))
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(jit_cache, "_ANNOUNCED", set())
+    source = ROOT / "pimdsl" / "sparsity" / "window_remap.py"
+    assert not jit_cache.is_cached(source, "_loads")
+    jit_cache.announce_compile(source, "_loads", "the probe kernel", 3)
+    jit_cache.announce_compile(source, "_loads", "the probe kernel", 3)
+    assert capsys.readouterr().err.count("pimc: compiling the probe kernel once (about 3 s;") == 1
+    folder = jit_cache.folder_for(source)
+    folder.mkdir(parents=True)
+    (folder / "window_remap._loads-22.py311.nbi").write_bytes(b"")         # numba's index of the kernel
+    assert jit_cache.is_cached(source, "_loads") and not jit_cache.is_cached(source, "_pair_moves")
+    jit_cache.announce_compile(source, "_loads", "another name", 3)
+    assert capsys.readouterr().err == ""
