@@ -34,6 +34,12 @@ def test_a_short_replay_loads_neither_numba_nor_the_compiler_s_graph_libraries()
     assert not {"numba", "networkx", "matplotlib", "sklearn", "jinja2"} & set(loaded)
 
 
+def test_a_small_run_loads_no_kernel_compiler_nor_plotting_or_learning_library():
+    loaded = imported("run", "specs/reference/hbm_pim_gemv.pim", "--json")
+    assert "networkx" in loaded                         # the op graph
+    assert not {"numba", "matplotlib", "sklearn", "scipy", "highspy", "jinja2"} & set(loaded)
+
+
 def test_a_compile_is_announced_once_and_only_when_the_cache_lacks_the_kernel(tmp_path, monkeypatch, capsys):
     from pimdsl import jit_cache
     monkeypatch.setenv("PIMDSL_CACHE", str(tmp_path))
