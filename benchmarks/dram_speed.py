@@ -4,6 +4,8 @@
     python benchmarks/dram_speed.py [--runs 3] [--engine compiled|python] [--only CONFIG:TRACE ...]
                                     [--traces DIR] [--json OUT]
     python benchmarks/dram_speed.py --streams [--runs 3] [--json OUT]
+    python benchmarks/dram_speed.py --side-by-side [--dramsim3 PATH] [--ramulator2 PATH] [--runs 3]
+                                    [--sizes 200000,1000000] [--only LABEL ...] [--traces DIR] [--json OUT]
 
 Times the replay loop (trace already parsed, as the reference's "loop" column) and
 the whole `pimc dram` path (parse + replay), median of --runs, for every trace of
@@ -19,6 +21,18 @@ reference timer (`python`) and of the compiled stream core, exact (every command
 and fast (steady-state loops skipped), each counting the program's own expansion into
 commands; plus the timer alone on the unrolled list, and the compiled core's load in a
 fresh process on a warm and on a cold numba cache.
+
+With --side-by-side: whole processes, pimdsl beside the reference simulators built locally (never
+part of this repository), on the traces of validation/reference/dram/gen_traces.py at each of
+--sizes requests: `pimc dram` (start-up, spec, trace reading and replay; its cache warm, as on any
+later run), DRAMsim3's stock runner (`--dramsim3 PATH`: `dramsim3main.out`, run on the reference
+configuration, [REFDATA] dram README Sec. 3, with the changes configs.json records, for the cycles
+pimc reports: the stock runner stops at a fixed cycle, see Sec. 2.1) and a Ramulator 2 runner
+(`--ramulator2 PATH`, called `PATH MEMORY TRACE.ldst`: Ramulator 2.1 ships no trace runner, so this
+is the harness that drives its library, as Sec. 2 describes). Each round runs every simulator once,
+interleaved, so that a busy machine slows all alike; the table gives median wall seconds of --runs
+and the ratio reference / pimdsl (above 1: pimdsl is faster), with the machine's description, as
+Markdown beside the JSON (default benchmarks/results/dram_side_by_side.{json,md}).
 """
 from __future__ import annotations
 
@@ -26,6 +40,8 @@ import argparse
 import csv
 import json
 import os
+import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -35,8 +51,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from pimdsl.emit.atomic import atomic_file                                      # noqa: E402
+from run_speed import measure                                                    # noqa: E402
 from pimdsl.interpreter.dram.memory_system import default_engine, replay      # noqa: E402
 from pimdsl.interpreter.dram.traces import read_trace                          # noqa: E402
 from pimdsl.validation import dram_reference as V                        # noqa: E402
@@ -60,9 +78,15 @@ def main(argv=None) -> int:
     ap.add_argument("--traces", help="folder for the regenerated traces (default: temporary)")
     ap.add_argument("--json", help="also write the results as JSON here")
     ap.add_argument("--streams", action="store_true", help="time ordered PIM command streams instead")
+    ap.add_argument("--side-by-side", action="store_true", help="whole processes beside the reference simulators")
+    ap.add_argument("--dramsim3", metavar="PATH", help="DRAMsim3's dramsim3main.out (its configs/ folder beside it)")
+    ap.add_argument("--ramulator2", metavar="PATH", help="a Ramulator 2 trace runner: PATH MEMORY TRACE.ldst")
+    ap.add_argument("--sizes", default="200000,1000000", help="--side-by-side: requests per trace")
     args = ap.parse_args(argv)
     if args.streams:
         return streams(args)
+    if args.side_by_side:
+        return side_by_side(args)
     engine = args.engine or default_engine()
     ref = V.reference_dir()
     cases = [tuple(c.split(":")) for c in args.only] if args.only else V.all_cases(ref)
@@ -176,6 +200,138 @@ def streams(args) -> int:
         with atomic_file(args.json) as f:
             f.write(json.dumps({"cpu_s_to_load_compiled_core": load, "runs": args.runs, "rows": rows}, indent=1) + "\n")
     return 0
+
+
+# issue 35's table: (row, configuration, generator pattern); a simulator without the configuration
+# (DRAMsim3 has no LPDDR5, Ramulator 2 no LPDDR4) leaves its cell empty
+SIDE_BY_SIDE = [
+    ("ddr4 seq", "ddr4_3200", "seq_read"),
+    ("ddr4 random", "ddr4_3200", "random_read"),
+    ("ddr4 mixed 2r:1w", "ddr4_3200", "mixed_random_2r1w"),
+    ("hbm2 seq", "hbm2", "seq_read"),
+    ("hbm2 random", "hbm2", "random_read"),
+    ("lpddr5 random", "lpddr5_6400", "random_read"),
+    ("ddr4 same-bank conflicts", "ddr4_3200", "same_bank_conflict"),
+]
+
+
+def side_by_side(args) -> int:
+    ref = V.reference_dir()
+    configs = json.loads((ref / "configs.json").read_text())
+    work = Path(args.traces) if args.traces else Path(tempfile.mkdtemp(prefix="pimdsl-side-"))
+    sims = {name: Path(path).resolve() for name, path in (("DRAMsim3", args.dramsim3), ("Ramulator2", args.ramulator2))
+            if path}
+    cases = [c for c in SIDE_BY_SIDE if not args.only or c[0] in args.only]
+    rows = []
+    for label, config, pattern in cases:
+        for n in (int(x) for x in args.sizes.split(",")):
+            trace = _generated(ref, work, config, pattern, n, "dramsim3")
+            commands = {"pimdsl": [sys.executable, "-m", "pimdsl.cli.main", "dram", str(ROOT / "specs/reference/dram.pim"),
+                                   "--memory", config, "--trace", str(trace), "--trace-format", "dramsim3", "--json"]}
+            first = _checked(commands["pimdsl"])                 # warms the caches; its cycles bound DRAMsim3's run
+            cycles = json.loads(first.stdout)["cycles"]
+            if "DRAMsim3" in sims and config in configs["dramsim3"]:
+                ini = _dramsim3_ini(sims["DRAMsim3"].parent / "configs", configs["dramsim3"][config], work)
+                out = work / "dramsim3-out"
+                out.mkdir(exist_ok=True)
+                commands["DRAMsim3"] = [str(sims["DRAMsim3"]), str(ini), "-c", str(cycles), "-t", str(trace), "-o", str(out)]
+            if "Ramulator2" in sims and config in configs["ramulator2"]:
+                commands["Ramulator2"] = [str(sims["Ramulator2"]), config, str(_generated(ref, work, config, pattern, n, "ldst"))]
+            runs = {name: [] for name in commands}
+            for _ in range(args.runs):                           # interleaved rounds
+                for name, cmd in commands.items():
+                    runs[name].append(_checked(cmd))
+            row = {"case": label, "config": config, "trace": pattern, "requests": n, "cycles": cycles}
+            for what in ("wall_s", "cpu_s", "max_rss_mb"):
+                row[what] = {name: [round(getattr(r, what), 3) for r in rs] for name, rs in runs.items()}
+                row[f"{what}_median"] = {name: statistics.median(v) for name, v in row[what].items()}
+            for what in ("wall_s", "cpu_s"):
+                median = row[f"{what}_median"]
+                row[f"ratio_{what}"] = {k: round(v / median["pimdsl"], 2) for k, v in median.items() if k != "pimdsl"}
+            rows.append(row)
+            print(f"{label:26s} {n:>9,}  " + "  ".join(f"{k} {v:.2f} s ({row['cpu_s_median'][k]:.2f} s CPU)"
+                                                       for k, v in row["wall_s_median"].items())
+                  + "  ratios " + ", ".join(f"{k} {v:.2f} ({row['ratio_cpu_s'][k]:.2f} CPU)"
+                                            for k, v in row["ratio_wall_s"].items()))
+    out = {"machine": machine(), "runs": args.runs, "simulators": {k: str(v) for k, v in sims.items()}, "rows": rows}
+    json_path = Path(args.json or ROOT / "benchmarks" / "results" / "dram_side_by_side.json")
+    with atomic_file(json_path) as f:
+        f.write(json.dumps(out, indent=1) + "\n")
+    with atomic_file(json_path.with_suffix(".md")) as f:
+        f.write(side_by_side_table(out))
+    return 0
+
+
+def _checked(cmd: list[str]):
+    run = measure(cmd)
+    if run.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: exit {run.returncode}\n{run.stderr[-2000:]}")
+    return run
+
+
+def _generated(ref: Path, work: Path, config: str, pattern: str, n: int, fmt: str) -> Path:
+    """The generator's trace of `pattern` on `config` with n requests (made once in `work`)."""
+    folder = work / f"{fmt}-{n}"
+    path = folder / f"{config}__{pattern}.{'trace' if fmt == 'dramsim3' else fmt}"
+    if not path.exists():
+        subprocess.run([sys.executable, str(ref / "gen_traces.py"), "--out", str(folder), "--config", config,
+                        "--trace", pattern, "-n", str(n), "--format", fmt], check=True, capture_output=True)
+    return path
+
+
+def _dramsim3_ini(stock: Path, config: dict, work: Path) -> Path:
+    """The stock .ini the reference used, with the changes configs.json records (`key: [stock, used]`)."""
+    text = (stock / config["source_ini"]).read_text()
+    for key, (old, new) in config.get("changes_vs_stock_ini", {}).items():
+        text, count = re.subn(rf"^(\s*{re.escape(key)}\s*=\s*){re.escape(str(old))}\s*$", rf"\g<1>{new}", text, flags=re.M)
+        if count != 1:
+            raise SystemExit(f"{stock / config['source_ini']}: expected `{key} = {old}` once (the reference's stock .ini)")
+    path = work / f"dramsim3-{config['source_ini']}"
+    path.write_text(text)
+    return path
+
+
+def machine() -> dict:
+    """What the numbers were measured on (a shared machine: the load average says how shared)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in _lines("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor() or platform.machine())
+    memory = next((line.split(":", 1)[1].strip() for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), "")
+    return {"cpu": cpu, "cpus": os.cpu_count(), "memory": memory, "os": platform.platform(),
+            "python": platform.python_version(), "load_average_at_start": os.getloadavg()}
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        return Path(path).read_text().splitlines()
+    except OSError:
+        return []
+
+
+def side_by_side_table(out: dict) -> str:
+    """Markdown: one row per trace, a ratio column per simulator and size (reference seconds / ours),
+    by wall time and, in brackets, by CPU time (what a shared machine disturbs least)."""
+    sims = sorted({k for r in out["rows"] for k in r["ratio_wall_s"]})
+    sizes = sorted({r["requests"] for r in out["rows"]})
+    head = [f"{n:,} requests: / {s}" for n in sizes for s in sims]
+    cells = {}
+    for r in out["rows"]:
+        cells.setdefault(r["case"], {})[r["requests"]] = r
+
+    def cell(r, sim):
+        if r is None or sim not in r["ratio_wall_s"]:
+            return "–"
+        return f"{r['ratio_wall_s'][sim]:.2f} ({r['ratio_cpu_s'][sim]:.2f})"
+
+    lines = ["# `pimc dram` beside the reference simulators, whole process", "",
+             f"Ratio: the reference's median seconds over pimdsl's, wall (CPU in brackets), {out['runs']} interleaved "
+             "runs; above 1, pimdsl is faster. pimdsl s: its median wall seconds (CPU seconds) by size. "
+             "Machine: " + ", ".join(f"{k} {v}" for k, v in out["machine"].items()) + ".", "",
+             "| memory / trace | " + " | ".join(head) + " | pimdsl s |", "|---|" + "---:|" * (len(head) + 1)]
+    for case, by_size in cells.items():
+        ours = ", ".join(f"{by_size[n]['wall_s_median']['pimdsl']:.2f} ({by_size[n]['cpu_s_median']['pimdsl']:.2f})"
+                         for n in sizes if n in by_size)
+        lines.append(f"| {case} | " + " | ".join(cell(by_size.get(n), s) for n in sizes for s in sims) + f" | {ours} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

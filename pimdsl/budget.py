@@ -12,7 +12,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .ir.workload import System
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .ir.workload import System
 
 DEFAULT_MAX_WORK = 10**8       # the largest bundled run (L3 GPT-3 175B, 12684 decode steps) is ~3e7
 OPS_PER_LAYER = 16             # norms, projections, attention, FFN, residuals of one decoder layer

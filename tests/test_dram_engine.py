@@ -193,14 +193,14 @@ def test_ramulator_and_dramsim3_traces_agree(tmp_path):
     assert a.to_json() == b.to_json()
     # robabgracoch: 0x40 is column 1 of bank 0; 0x4000 is bank group 1 (bits 14-15): flat bank 4
     t = read_trace(str(tmp_path / "t.ds3"), mem, "dramsim3")
-    assert t.column[:2] == [0, 1] and t.bank[2] == 4 and t.is_write == [False, False, True, False]
+    assert t.column[:2].tolist() == [0, 1] and t.bank[2] == 4 and t.is_write.tolist() == [False, False, True, False]
 
 
 def test_ramulator_address_vectors(tmp_path):
     mem = memory()
     (tmp_path / "v.trace").write_text("R 0,1,2,3,100,5\nW 0,0,0,0,7,0\n")
     t = read_trace(str(tmp_path / "v.trace"), mem, "ramulator")
-    assert t.bank == [(1 * 4 + 2) * 4 + 3, 0] and t.row == [100, 7] and t.is_write == [False, True]
+    assert t.bank.tolist() == [(1 * 4 + 2) * 4 + 3, 0] and t.row.tolist() == [100, 7] and t.is_write.tolist() == [False, True]
 
 
 def test_bad_trace_lines_name_the_place(tmp_path):

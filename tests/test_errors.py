@@ -10,7 +10,7 @@ import pkgutil
 import pytest
 
 import pimdsl
-from pimdsl.cli import run as run_cmd, sweep
+from pimdsl import driver
 from pimdsl.cli.main import main
 from pimdsl.interpreter.host.models import ModelError
 from pimdsl.ir.errors import PimdslError, Span
@@ -46,7 +46,7 @@ def late(span):
 
 @pytest.mark.parametrize("command", ["run", "sweep"])
 def test_a_late_spec_error_is_a_located_diagnostic(command, monkeypatch, capsys, tmp_path):
-    monkeypatch.setattr(run_cmd if command == "run" else sweep, "run_loaded", late(Span(GEMV, 101, 3)))
+    monkeypatch.setattr(driver, "run_loaded", late(Span(GEMV, 101, 3)))      # as run and sweep call it
     if command == "run":
         assert main(["run", GEMV]) == 1
         err = capsys.readouterr().err
@@ -62,6 +62,6 @@ def test_a_late_spec_error_is_a_located_diagnostic(command, monkeypatch, capsys,
 
 
 def test_an_error_without_a_place_names_the_run(monkeypatch, capsys):
-    monkeypatch.setattr(run_cmd, "run_loaded", late(None))
+    monkeypatch.setattr(driver, "run_loaded", late(None))
     assert main(["run", GEMV]) == 1
     assert "pimc: error: link 'l' has a zero bandwidth" in capsys.readouterr().err

@@ -5,6 +5,7 @@ Regenerate the golden files after an intended change with UPDATE_GOLDEN=1.
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -63,6 +64,30 @@ def test_a_parsed_source_is_reused_and_an_edit_or_an_error_parses_again():
         assert len(d.errors) == 1 and "bad.pim:1:" in d.render(d.errors[0])
 
 
+def test_parsed_trees_are_kept_on_disk_by_content(tmp_path, monkeypatch):
+    """frontend/syntax.py keeps each parsed tree under $PIMDSL_CACHE/parsed: a later process unpickles
+    the same tree without parsing; another text or path is parsed; a damaged entry is parsed again."""
+    from pimdsl.frontend import syntax
+    from pimdsl.frontend.diagnostics import Diagnostics
+    monkeypatch.setenv("PIMDSL_CACHE", str(tmp_path))
+    text = "dram D { timing { tRCD = 22 cycles; tRC = tRCD + 4; } }\n"
+    syntax._PARSED.clear()
+    first = syntax.parse_source(text, "a.pim", Diagnostics())
+    (entry,) = (tmp_path / "parsed").iterdir()
+    parse = syntax._parse
+    monkeypatch.setattr(syntax, "_parse", lambda *a: (_ for _ in ()).throw(AssertionError("parsed again")))
+    syntax._PARSED.clear()
+    assert syntax.parse_source(text, "a.pim", Diagnostics()) == first
+    monkeypatch.setattr(syntax, "_parse", parse)
+    syntax._PARSED.clear()
+    other = syntax.parse_source(text, "b.pim", Diagnostics())
+    assert other != first and len(list((tmp_path / "parsed").iterdir())) == 2      # spans name their file
+    entry.write_bytes(b"damaged")
+    syntax._PARSED.clear()
+    assert syntax.parse_source(text, "a.pim", Diagnostics()) == first
+    syntax._PARSED.clear()
+
+
 def test_the_built_parser_is_kept_in_the_cache_and_a_damaged_one_rebuilt(tmp_path, monkeypatch):
     """frontend/syntax.py keeps the LALR parser it builds under $PIMDSL_CACHE/lark: a later process
     loads it and parses the same trees and errors; a damaged file is built again, never an error."""
@@ -74,6 +99,7 @@ def test_the_built_parser_is_kept_in_the_cache_and_a_damaged_one_rebuilt(tmp_pat
     def fresh(source, path):
         syntax._parser.cache_clear()
         syntax._PARSED.clear()
+        shutil.rmtree(tmp_path / "parsed", ignore_errors=True)     # the kept trees: parse with the parser
         diags = Diagnostics()
         try:
             return syntax.parse_source(source, path, diags)

@@ -54,9 +54,10 @@ PLAIN = load_spec(str(ROOT / "specs" / "reference" / "dram.pim"))[0].memories
 @pytest.fixture(autouse=True)
 def _process_count():
     """Tests here set the process's count of Python-issued commands; later tests get it back."""
-    before = compiled_timer.CompiledCommandTimer.python_issued
+    before = compiled_timer.CompiledCommandTimer.python_issued, compiled_timer.CompiledCommandTimer.switch_at
+    compiled_timer.CompiledCommandTimer.switch_at = compiled_timer.COMPILED_MIN_COMMANDS    # as with a cached core
     yield
-    compiled_timer.CompiledCommandTimer.python_issued = before
+    compiled_timer.CompiledCommandTimer.python_issued, compiled_timer.CompiledCommandTimer.switch_at = before
 
 
 def timers(memory, refresh, switch_at=None):
@@ -199,3 +200,20 @@ def test_random_loops_time_identically_fast_and_exact(case, refresh, count, peri
     for fast in (False, True):
         results = [stream_results(t, items, fast) for t in timers(memory, refresh, switch_at)]
         assert results[1] == results[0] and results[2] == results[0], fast
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_a_process_compiles_the_core_only_when_that_pays(cached, monkeypatch):
+    """The switch: after COMPILED_MIN_COMMANDS when the core is a load away, after
+    COMPILED_MIN_COMMANDS_UNCACHED when it would be compiled first (a cold cache)."""
+    monkeypatch.setattr(compiled_timer, "core_is_cached", lambda: cached)
+    monkeypatch.setattr(compiled_timer.CompiledCommandTimer, "compile", lambda self: setattr(self, "compiled", True))
+    compiled_timer.CompiledCommandTimer.switch_at = None
+    at = compiled_timer.COMPILED_MIN_COMMANDS if cached else compiled_timer.COMPILED_MIN_COMMANDS_UNCACHED
+    timer = compiled_timer.CompiledCommandTimer(PLAIN["ddr4_3200"])
+    compiled_timer.CompiledCommandTimer.python_issued = compiled_timer.COMPILED_MIN_COMMANDS - 10
+    assert timer._in_python(9) and (timer._in_python(10) is not cached)
+    timer = compiled_timer.CompiledCommandTimer(PLAIN["ddr4_3200"])
+    compiled_timer.CompiledCommandTimer.python_issued = at - 2
+    assert timer._in_python(1) and not timer.compiled
+    assert not timer._in_python(2) and timer.compiled

@@ -14,12 +14,6 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from .. import unread
-from ..driver import loop_module
-from ..frontend.pipeline import load_spec
-from ..loops.step_run import step_program
-from ..loops import step
-from ..passes.manager import PassManager
 from ..ir.errors import PimdslError
 from .check_values import check_values, parse_shape
 from .loading import declares_nothing
@@ -37,6 +31,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from .. import unread
+    from ..frontend.pipeline import load_spec
     status = 0
     try:
         shapes = tuple(parse_shape(s) for s in args.shape)
@@ -84,6 +80,10 @@ def _spec_files(paths):
 def check_steps(system, diags) -> None:
     """Every pass over the first prefill and decode steps of a system the step loop runs (see the
     module docstring): all problems, as diagnostics."""
+    from ..driver import loop_module
+    from ..loops import step
+    from ..loops.step_run import step_program
+    from ..passes.manager import PassManager
     if system.model is None or system.workload is None or loop_module(system) is not step:
         return
     work, seen = system.workload, set()

@@ -26,13 +26,6 @@ import sys
 from collections import Counter
 
 from ..emit.atomic import atomic_folder
-from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
-from ..emit.templates import write_atomic
-from ..graph.export import graph_to_dot, graph_to_json
-from ..loops.step_run import compile_step, memory_bytes
-from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
-from ..lowering.stream import count_commands
-from ..passes.program import Program
 from ..ir.errors import CompileError
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
 
@@ -62,6 +55,7 @@ def count(text: str) -> int:
 
 
 def run(args) -> int:
+    from ..loops.step_run import compile_step, memory_bytes       # here: `pimc --help` needs none of it
     system, diags = load_system(args, steps=2)
     if system is None:
         return 1
@@ -92,7 +86,12 @@ def run(args) -> int:
     return 0
 
 
-def _write_step(program: Program, folder: str, args) -> dict:
+def _write_step(program, folder: str, args) -> dict:
+    from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
+    from ..emit.templates import write_atomic
+    from ..graph.export import graph_to_dot, graph_to_json
+    from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
+    from ..lowering.stream import count_commands
     os.makedirs(folder)
     g = program.graph
     with open(os.path.join(folder, "graph.json"), "w") as out:

@@ -8,11 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..emit.templates import write_atomic
 from ..frontend.diagnostics import did_you_mean
-from ..interpreter.dram.tables import EngineError
-from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
-from ..interpreter.dram.traces import FORMATS, TraceError, read_trace
+from ..interpreter.dram import TRACE_FORMATS
 from .loading import load_reported
 from .system import add_max_work, output_file
 
@@ -22,7 +19,7 @@ def add_parser(sub) -> None:
     p.add_argument("file", metavar="FILE", help="spec file that declares the memory")
     p.add_argument("--memory", required=True, metavar="NAME", help="memory block to simulate")
     p.add_argument("--trace", required=True, metavar="TRACE", help="request trace file")
-    p.add_argument("--trace-format", required=True, choices=FORMATS, help="trace file format")
+    p.add_argument("--trace-format", required=True, choices=TRACE_FORMATS, help="trace file format")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--command-trace", metavar="OUT", type=output_file, help="also write every issued command, one per line")
     add_max_work(p)
@@ -31,6 +28,9 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
+    from ..interpreter.dram.tables import EngineError
+    from ..interpreter.dram.traces import TraceError, read_trace
     spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
@@ -56,6 +56,7 @@ def run(args) -> int:
         print(f"{args.file}: error: memory '{memory.name}': {exc}", file=sys.stderr)
         return 1
     if args.command_trace:
+        from ..emit.templates import write_atomic
         try:
             write_atomic(args.command_trace, "dram_commands.txt.j2", memory=memory.name,
                          commands=result.command_log, tck_ns=memory.part.tck_s * 1e9)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 
-from .. import loops
 from ..ir.errors import CompileError
 from .system import load_system, report_compile_error
 
@@ -42,6 +41,7 @@ def _counts(text: str) -> list[int]:
 
 
 def run(args) -> int:
+    from .. import loops
     system, diags = load_system(args)
     if system is None:
         return 1

@@ -4,8 +4,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 
-from ..frontend.pipeline import load_spec
-
 
 class NothingToDo(Exception):
     """The spec declares nothing: `pimc` says so and exits 0."""
@@ -13,6 +11,7 @@ class NothingToDo(Exception):
 
 def load_reported(path: str, overrides=()):
     """(spec or None, diagnostics), the diagnostics printed; NothingToDo for an empty spec."""
+    from ..frontend.pipeline import load_spec          # here: `pimc --help` does not load the front end
     spec, diags = load_spec(path, list(overrides))
     if diags.items:
         print(diags.render_all(), file=sys.stderr)

@@ -12,12 +12,9 @@ import signal
 import sys
 import threading
 
-from ..emit.templates import render
-from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
 from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
-from .show import spec_to_json
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -42,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_show(args) -> int:
+    from ..emit.templates import render
+    from .show import spec_to_json
     spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1
@@ -72,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         print("pimc: interrupted", file=sys.stderr)
         return 130
     except PimdslError as exc:                   # a problem of the input found late: still a diagnostic
+        from ..frontend.diagnostics import render_error
         print(render_error(exc), file=sys.stderr)
         return 1
     except BrokenPipeError:                       # `pimc run ... | head`: the reader left; stay quiet

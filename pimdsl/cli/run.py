@@ -15,11 +15,7 @@ import json
 import sys
 
 from ..emit.atomic import atomic_file
-from ..emit.timeline import chrome_trace, per_thread, power_counter
-from ..interpreter.run_energy import power_levels
-from ..driver import kind_of_run, loop_module, run_loaded
 from ..ir.errors import CompileError
-from ..serving.requests import RequestsError
 from .system import add_common, load_system, output_file, pass_manager, print_pass_times, report_compile_error
 
 
@@ -45,6 +41,10 @@ def _progress(what: str = "decode steps"):
 
 
 def run(args) -> int:
+    from ..driver import kind_of_run, loop_module, run_loaded      # here: `pimc --help` needs none of it
+    from ..emit.timeline import chrome_trace, per_thread, power_counter
+    from ..interpreter.run_energy import power_levels
+    from ..serving.requests import RequestsError
     system, diags = load_system(args)
     if system is None:
         return 1

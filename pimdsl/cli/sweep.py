@@ -53,9 +53,7 @@ from ..emit.atomic import atomic_file
 from ..frontend.diagnostics import did_you_mean, render_error
 from ..ir.errors import PimdslError
 from ..budget import DEFAULT_MAX_WORK
-from ..driver import run_loaded
 from ..ir.errors import CompileError
-from ..serving.requests import RequestsError
 from .executors import ClusterError, open_executor
 from .system import add_max_work, load_system, output_file, report_compile_error
 
@@ -142,6 +140,8 @@ def _split_values(text: str) -> list[str]:
 def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
               max_work: float = DEFAULT_MAX_WORK) -> tuple[bool, dict | str]:
     """One grid point, as `pimc run --json` would: (True, report) or (False, its diagnostic text)."""
+    from ..driver import run_loaded
+    from ..serving.requests import RequestsError
     captured = io.StringIO()
     with redirect_stderr(captured):
         try:

@@ -7,7 +7,6 @@ import math
 import os
 import sys
 
-from .. import unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
 from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
@@ -108,6 +107,7 @@ def load_system(args, steps: int | None = None):
 
 def _warn_unread(system, diags: Diagnostics) -> None:
     """Say what in the spec no run loop reads (pimdsl/unread.py), as `pimc check` does."""
+    from .. import unread
     said = Diagnostics(sources=diags.sources)
     try:
         unread.check(system, said)

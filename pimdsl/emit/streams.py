@@ -19,7 +19,7 @@ from itertools import islice
 from operator import itemgetter
 from typing import Iterable, Iterator
 
-from ..interpreter.dram.command_stream import CommandTimer
+from ..interpreter.dram.compiled_timer import make_timer
 from ..ir.commands import Command
 from ..interpreter.op_timing import refresh_policy
 from ..ir.hardware import Memory
@@ -119,12 +119,16 @@ def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | N
     fresh = cached is None or cached[0] is not memory
     if fresh:
         pim = memory.pim
-        timer = CommandTimer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
+        # the reference timer, moving onto the compiled core as `pimc run` does (same cycles)
+        timer = make_timer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory))
         cycles = array("q")
     done = 0
     for chunk in placed:
         if fresh:
-            cycles.extend([timer.issue(to_command(p, channel), done + n) for n, p in enumerate(chunk)])
+            issued, error = timer.issue_many([to_command(p, channel) for p in chunk], done)
+            if error is not None:
+                raise error
+            cycles.extend(issued)
         lines = []
         for p, cycle in zip(chunk, (cycles if fresh else cached[1])[done:done + len(chunk)]):
             text, pick = formats[p[0]]

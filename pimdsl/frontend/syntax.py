@@ -6,10 +6,10 @@ module only builds the tree and turns Lark's exceptions into diagnostics.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
+import pickle
 import re
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,7 +20,7 @@ from lark import Lark, Token, Transformer, v_args
 from lark import __version__ as lark_version
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
-from ..cache_home import cache_folder
+from ..cache_home import cache_folder, code_digest, keep
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from .diagnostics import Diagnostics, SpecError, Span
 from .resources import grammar_path
@@ -283,14 +283,9 @@ def _parser(start: str) -> Lark:
     except Exception:                          # absent, from another Lark, or damaged: build it
         pass
     parser = Lark(grammar, start=start, **_LARK_OPTIONS)
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            parser.save(f)
-        os.replace(tmp, kept)
-    except OSError:
-        pass
+    saved = io.BytesIO()
+    parser.save(saved)
+    keep(kept, saved.getvalue())
     return parser
 
 
@@ -346,12 +341,30 @@ def parse_source(text: str, path: str, diags: Diagnostics, start: str = "start")
             _PARSED.move_to_end(key)
     if kept is not None:
         return list(kept[1]) if kept[0] else kept[1]
-    parsed = _parse(text, path, diags, start)
+    parsed = _parse_kept(text, path, diags, start)
     if len(text) <= _PARSED_MAX_BYTES:
         with _PARSED_LOCK:
             _PARSED[key] = (True, tuple(parsed)) if isinstance(parsed, list) else (False, parsed)
             while len(_PARSED) > _PARSED_ENTRIES:
                 _PARSED.popitem(last=False)
+    return parsed
+
+
+def _parse_kept(text: str, path: str, diags: Diagnostics, start: str):
+    """`_parse`, kept on disk across processes: parsing is most of a small command's start-up (about
+    0.3 s for a system and its library files), unpickling its tree a few ms. The entry is named by
+    everything the tree depends on (pimdsl's source, the start rule, the path its spans carry, the
+    text); a failed parse is not kept (its diagnostics are the caller's), a damaged entry is parsed again."""
+    entry = cache_folder("parsed") / (hashlib.sha256(repr((code_digest(), start, path, text)).encode()).hexdigest() + ".pickle")
+    try:
+        return pickle.loads(entry.read_bytes())
+    except Exception:                          # absent, damaged or from a different pickle: parse
+        pass
+    parsed = _parse(text, path, diags, start)
+    try:
+        keep(entry, pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+    except RecursionError:                     # a deeply nested spec: parsed every time
+        pass
     return parsed
 
 

@@ -17,17 +17,13 @@ Folder: `$PIMDSL_TIMING_CACHE` if set, else `$PIMDSL_CACHE/timing` (default
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from ..bounded_cache import BoundedCache
-from ..cache_home import cache_folder
-
-PACKAGE = Path(__file__).resolve().parents[1]
+from ..cache_home import cache_folder, code_digest, keep
 
 
 def folder() -> Path | None:
@@ -37,17 +33,6 @@ def folder() -> Path | None:
     if chosen:
         return Path(chosen)
     return cache_folder("timing")
-
-
-@functools.lru_cache(maxsize=1)
-def code_digest() -> str:
-    """A digest of every source file of the installed pimdsl package."""
-    h = hashlib.sha256()
-    for path in sorted(PACKAGE.rglob("*")):
-        if path.suffix in (".py", ".lark", ".j2") and "__pycache__" not in path.parts:
-            h.update(path.relative_to(PACKAGE).as_posix().encode())
-            h.update(path.read_bytes())
-    return h.hexdigest()
 
 
 def canonical(value) -> object:
@@ -101,13 +86,5 @@ def load(name: str) -> dict | None:
 
 def store(name: str, value: dict) -> None:
     root = folder()
-    if root is None:
-        return
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=root, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(value, f)
-        os.replace(tmp, root / f"{name}.json")
-    except OSError:
-        pass                                   # a read-only or full disk: just do not cache
+    if root is not None:
+        keep(root / f"{name}.json", json.dumps(value).encode())

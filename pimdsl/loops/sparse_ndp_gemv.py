@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import weakref
 
-from ..interpreter.dram.compiled_timer import make_timer, stream_engine
+from ..interpreter.dram.compiled_timer import core_is_cached, make_timer, stream_engine
 from ..interpreter.dram.stream_timer import StreamTimer
 from ..ir.hardware import Memory
 from ..lowering.pim_program import expand
@@ -29,9 +29,10 @@ def program_seconds(memory: Memory, n: int, k: int, m: int) -> float:
     """Seconds of the unit's `gemv` program for n activated neurons of k weights and m tokens, on one
     DIMM, timed by the DRAM engine (refresh not modelled, as in the analytic cost)."""
     pim = memory.pim
-    # the compiled core from the first command (the same cycles): the loop that asks has loaded numba
-    # already, so the switch's reason to start in Python (not to pay that load) does not hold here
-    engine = "compiled" if stream_engine() == "auto" else None
+    # the compiled core from the first command (the same cycles) when it is cached: the loop that asks
+    # has loaded numba already, so the switch's reason to start in Python (not to pay that load) does
+    # not hold here; compiling it is another matter (compiled_timer.py: the switch decides)
+    engine = "compiled" if stream_engine() == "auto" and core_is_cached() else None
     timer = StreamTimer(make_timer(memory, pim.commands, pim.rules, pim.windows, engine=engine), fast=True)
     return timer.run(expand(memory, pim.program("gemv"), {"n": n, "k": k, "m": m})) * memory.part.tck_s
 

@@ -7,25 +7,23 @@ has the attributes the passes so far promise (`PROVIDES`).
 """
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from . import allocation, layout, lowering, placement, smc, tiling, transfers
-from .program import Program
+if TYPE_CHECKING:
+    from .program import Program
 
-PIPELINE: tuple[tuple[str, Callable[[Program], Program]], ...] = (
-    ("placement", placement.run),
-    ("layout", layout.run),
-    ("tiling", tiling.run),
-    ("allocation", allocation.run),
-    ("smc", smc.run),
-    ("lowering", lowering.run),
-    ("transfers", transfers.run),
-)
+# the passes in order, each `run` of pimdsl/passes/<name>.py (imported when a pipeline runs: a
+# command that only lists them, such as `pimc --help`, does not load the compiler)
+PASS_NAMES = ("placement", "layout", "tiling", "allocation", "smc", "lowering", "transfers")
 PROVIDES = {"placement": ("device",), "layout": (), "tiling": (), "allocation": (), "smc": (),
             "lowering": ("lowered",), "transfers": ("lowered",)}
-PASS_NAMES = tuple(name for name, _ in PIPELINE)
+
+
+def pipeline() -> tuple[tuple[str, Callable[[Program], Program]], ...]:
+    return tuple((name, importlib.import_module(f".{name}", __package__).run) for name in PASS_NAMES)
 
 
 @dataclass
@@ -36,7 +34,7 @@ class PassManager:
     times_s: dict[str, float] = field(default_factory=dict)
 
     def run(self, program: Program) -> Program:
-        for name, run in PIPELINE:
+        for name, run in pipeline():
             start = time.perf_counter()
             program = run(program)
             self.times_s[name] = self.times_s.get(name, 0.0) + time.perf_counter() - start

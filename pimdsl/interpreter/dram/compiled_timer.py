@@ -14,10 +14,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from operator import attrgetter
+from pathlib import Path
 
 import numpy as np
 
 from ...ir.commands import Command, StreamError
+from ...jit_cache import announce_compile, is_cached
 from .command_stream import CommandTimer
 from .tables import BANK
 
@@ -27,6 +29,13 @@ from .tables import BANK
 # many in Python (about when the Python time spent equals the load), and a small program (the
 # phone's default run issues about 90k) never waits for the load.
 COMPILED_MIN_COMMANDS = 100_000
+# Compiling the core instead (an empty cache: a fresh install, or a new version of pimdsl) costs about
+# 10-14 s of CPU, and the core saves about 5 us a command against Python (1.2-2x; the same file): the
+# move pays for itself only after about 2M more commands, so a process without the core in its cache
+# waits that long (the time Python lost by then is about the compile's), and a cold run whose streams
+# are shorter finishes in Python, with the same cycles, instead of compiling.
+COMPILED_MIN_COMMANDS_UNCACHED = 2_000_000
+STREAM_CORE = Path(__file__).with_name("stream_core.py")
 
 _PLACE = attrgetter("name", "channel", "pseudo_channel", "rank", "bank_group", "bank", "timing_arg")
 _ROW = attrgetter("row")
@@ -56,6 +65,11 @@ def stream_engine() -> str:
     return "auto" if importlib.util.find_spec("numba") is not None else "python"
 
 
+def core_is_cached() -> bool:
+    """Is the compiled stream core in the user's cache (a load, not a compile, away)?"""
+    return is_cached(STREAM_CORE, "issue_run")
+
+
 def make_timer(memory, extra_commands=(), extra_rules=(), extra_windows=(), refresh: str = "none",
                record_refreshes: bool = False, engine: str | None = None) -> CommandTimer:
     """The timer for an ordered stream: the reference `CommandTimer` (engine `python`), or one
@@ -70,6 +84,7 @@ def make_timer(memory, extra_commands=(), extra_rules=(), extra_windows=(), refr
 
 class CompiledCommandTimer(CommandTimer):
     python_issued = 0            # commands issued by such timers in Python, this process
+    switch_at: int | None = None     # the process's switch (above), once it has looked at the cache
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -80,6 +95,7 @@ class CompiledCommandTimer(CommandTimer):
         """Move the state onto the compiled core's arrays; every later issue is compiled."""
         if self.compiled:
             return
+        announce_compile(STREAM_CORE, "issue_run", "the PIM stream core", 14)
         from . import stream_core as K
         from .core import build_tables
         self.K, self._build = K, build_tables
@@ -240,7 +256,12 @@ class CompiledCommandTimer(CommandTimer):
         """Issue the next n commands in Python? If not, the state is on the compiled core."""
         if self.compiled:
             return False
-        if CompiledCommandTimer.python_issued + n < COMPILED_MIN_COMMANDS:
+        issued = CompiledCommandTimer.python_issued + n
+        if issued < COMPILED_MIN_COMMANDS:
+            return True
+        if CompiledCommandTimer.switch_at is None:
+            CompiledCommandTimer.switch_at = COMPILED_MIN_COMMANDS if core_is_cached() else COMPILED_MIN_COMMANDS_UNCACHED
+        if issued < CompiledCommandTimer.switch_at:
             return True
         self.compile()
         return False

@@ -106,8 +106,8 @@ def default_engine(requests: int | None = None) -> str:
 def compiled_core_is_cached() -> bool:
     """Has numba's cache (jit_cache.py) got the compiled replay loop? If not, the first compiled
     replay compiles it, which takes about 20 s."""
-    from ...jit_cache import folder_for
-    return any(folder_for(Path(__file__).resolve().parent / "core.py").glob("core.replay_core-*.nbi"))
+    from ...jit_cache import is_cached
+    return is_cached(Path(__file__).resolve().parent / "core.py", "replay_core")
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:
@@ -162,10 +162,12 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
     if engine == "compiled":
         return _replay_compiled(memory, trace, n_ch, record_commands)
     tables = request_tables(memory)
-    log = RequestLog(trace.bank, trace.row, trace.is_write)
+    # the reference loop indexes Python lists (a numpy element is a slower, different kind of int)
+    arrival, channel, is_write, bank, row = (_as_list(c) for c in (trace.arrival, trace.channel, trace.is_write,
+                                                                    trace.bank, trace.row))
+    log = RequestLog(bank, row, is_write)
     records = [[] if record_commands else None for _ in range(n_ch)]
     ctrls = [ChannelController(tables, log, records[ch]) for ch in range(n_ch)]
-    arrival, channel, is_write = trace.arrival, trace.channel, trace.is_write
     n = len(trace)
     head = 0
     now = 0
@@ -211,6 +213,10 @@ def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = Fal
         active_rank_cycles=active)
 
 
+def _as_list(column) -> list:
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
 def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
     """The same replay through the compiled core (dram_core)."""
     from . import core as dram_core
@@ -251,8 +257,8 @@ def _command_log(tables: ChannelTables, records, trace: Trace) -> list[tuple]:
                 where[levels[lv - 1]] = tables.ancestor(level, k, lv) % tables.fanout[lv]
             decl = tables.commands[cmd]
             column_cmd = bool(decl.reads or decl.writes)
-            row = trace.row[req] if req is not None and (decl.opens or column_cmd) else None
-            column = trace.column[req] if req is not None and column_cmd else None
+            row = int(trace.row[req]) if req is not None and (decl.opens or column_cmd) else None
+            column = int(trace.column[req]) if req is not None and column_cmd else None
             out.append((t, ch, decl.name, where, row, column, req))
     out.sort(key=lambda e: (e[0], e[1]))
     return out

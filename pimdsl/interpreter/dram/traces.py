@@ -21,9 +21,10 @@ from ...ir.errors import PimdslError, Span
 from ...ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ...ir.hardware import Memory
 from ...budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
+from . import TRACE_FORMATS
 
 DRAMSIM3_WRITES = {"WRITE", "write", "P_MEM_WR", "BOFF"}
-FORMATS = ("dramsim3", "ramulator")
+FORMATS = TRACE_FORMATS
 
 
 class TraceError(PimdslError):
@@ -42,7 +43,8 @@ class TraceError(PimdslError):
 
 @dataclass
 class Trace:
-    """Requests in trace order, decoded onto a memory's hierarchy."""
+    """Requests in trace order, decoded onto a memory's hierarchy (numpy arrays as read; any
+    sequences will do)."""
     arrival: list[int]
     is_write: list[bool]
     channel: list[int]
@@ -64,6 +66,11 @@ def read_trace(path: str, memory: Memory, fmt: str, max_work: float = DEFAULT_MA
         data = read_input(path, "trace", TRACE_LIMIT_BYTES)
     except InputFileError as exc:
         raise TraceError(path, 1, 1, exc.message, hint=exc.hint) from None
+    check = _Checker(path, memory, max_work)
+    if fmt == "dramsim3":
+        fast = _dramsim3_arrays(data, memory.capacity_bytes)
+        if fast is not None and not (len(fast[0]) and trace_work(len(fast[0]), int(fast[2][-1])) > max_work):
+            return _decode(check, *fast)
     try:
         lines = data.decode("utf-8").splitlines()
     except UnicodeDecodeError as exc:
@@ -72,7 +79,7 @@ def read_trace(path: str, memory: Memory, fmt: str, max_work: float = DEFAULT_MA
         raise TraceError(path, line, col, f"byte 0x{data[exc.start]:02x} is not UTF-8 text",
                          hint="a trace is a text file of requests, one per line") from None
     reader = _dramsim3 if fmt == "dramsim3" else _ramulator
-    return reader(_Checker(path, memory, max_work), lines)
+    return reader(check, lines)
 
 
 class _Checker:
@@ -146,6 +153,99 @@ def _dramsim3(check: _Checker, lines):
     return _decode(check, addrs, writes, arrival)
 
 
+BLOCK_BYTES = 1 << 20               # numpy's temporaries stay a few MB whatever the trace's size
+# byte classes: 0 anything the line-by-line reader must judge (a comment, control or non-ASCII
+# bytes), then blank, newline, carriage return (only before a newline: Python's line numbers stay
+# ours) and a token's character
+BAD, BLANK, NEWLINE, CR, SOLID = range(5)
+_CLASS = np.zeros(256, np.uint8)
+_CLASS[[9, 32]], _CLASS[10], _CLASS[13], _CLASS[0x21:0x7f] = BLANK, NEWLINE, CR, SOLID
+_CLASS[ord("#")] = BAD
+_HEX = np.full(256, 99, np.uint64)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX[_c] = _HEX[bytes([_c]).upper()[0]] = _i
+# the write op names as little-endian 8-byte words, zero padded (all are at most 8 bytes)
+_WRITE_WORDS = np.array([int.from_bytes(op.encode().ljust(8, b"\0"), "little") for op in DRAMSIM3_WRITES], np.uint64)
+
+
+def _dramsim3_arrays(data: bytes, capacity: int):
+    """(addresses, is_write, arrivals) of a DRAMsim3 trace as numpy arrays, or None where a line
+    needs the line-by-line reader (see the module's docstring)."""
+    parts, start, last = [], 0, 0
+    while start < len(data):
+        end = data.find(b"\n", min(start + BLOCK_BYTES, len(data)) - 1)
+        end = len(data) if end < 0 else end + 1
+        block = _dramsim3_block(np.frombuffer(data, np.uint8, end - start, start))
+        if block is None:
+            return None
+        if len(block[2]):
+            if block[2][0] < last:
+                return None
+            last = block[2][-1]
+        parts.append(block)
+        start = end
+    if not parts:
+        return np.zeros(0, np.uint64), np.zeros(0, np.bool_), np.zeros(0, np.int64)
+    addrs, writes, arrival = (np.concatenate(p) for p in zip(*parts))
+    if len(addrs) and (addrs.max() >= capacity):
+        return None
+    return addrs, writes, arrival
+
+
+def _dramsim3_block(b: np.ndarray):
+    """One block of whole lines; None unless every line is `<hex> <op> <decimal>` or blank, in order."""
+    cls = _CLASS[b]
+    if not cls.all():
+        return None
+    if (b == 13).any() and ((cls[:-1] == CR) & (b[1:] != 10)).any() or cls[-1] == CR:
+        return None
+    solid = np.zeros(len(b) + 2, np.bool_)
+    solid[1:-1] = cls == SOLID
+    edges = np.flatnonzero(solid[1:] != solid[:-1])
+    starts, ends = edges[0::2], edges[1::2]
+    if len(starts) % 3:
+        return None
+    # three tokens a line: no newline inside a triple, one between triples
+    newlines = np.flatnonzero(cls == NEWLINE)
+    first, last = np.searchsorted(newlines, starts[0::3]), np.searchsorted(newlines, ends[2::3])
+    if (first != last).any() or (first[1:] == last[:-1]).any():
+        return None
+    a0, a1 = starts[0::3], ends[0::3]
+    prefixed = (a1 - a0 > 2) & (b[a0] == ord("0")) & ((b[np.minimum(a0 + 1, len(b) - 1)] | 0x20) == ord("x"))
+    addrs = _digits(b, a0 + 2 * prefixed, a1, 16, 15)
+    arrival = _digits(b, starts[2::3], ends[2::3], 10, 18)
+    if addrs is None or arrival is None:
+        return None
+    arrival = arrival.astype(np.int64)
+    if (arrival[1:] < arrival[:-1]).any():
+        return None
+    o0, length = starts[1::3], ends[1::3] - starts[1::3]
+    word = np.zeros(len(o0), np.uint64)
+    for col in range(8):                   # the op's first 8 bytes as a little-endian word
+        byte = b[np.minimum(o0 + col, len(b) - 1)].astype(np.uint64)
+        word |= np.where(col < length, byte, 0) << np.uint64(8 * col)
+    writes = np.isin(word, _WRITE_WORDS) & (length <= 8)
+    return addrs, writes, arrival
+
+
+def _digits(b: np.ndarray, starts: np.ndarray, ends: np.ndarray, base: int, most: int):
+    """The numbers written from starts to ends in `base` (uint64), or None where a token is empty,
+    longer than `most` digits or holds a character that is not a digit."""
+    length = ends - starts
+    if not len(length):
+        return np.zeros(0, np.uint64)
+    if length.min() < 1 or length.max() > most:
+        return None
+    value = np.zeros(len(starts), np.uint64)
+    for col in range(int(length.max())):          # Horner's rule, one digit column at a time
+        inside = col < length
+        d = _HEX[b[np.minimum(starts + col, len(b) - 1)]]
+        if (d[inside] >= base).any():
+            return None
+        value = np.where(inside, value * np.uint64(base) + d, value)
+    return value
+
+
 def _ramulator(check: _Checker, lines):
     levels = _levels(check.memory)
     addrs, writes, vectors = [], [], []
@@ -215,8 +315,8 @@ def _decode(check: _Checker, addrs, writes, arrival) -> Trace:
     ch, pc, ra = field("channel"), field("pseudo_channel"), field("rank")
     bg, ba = field("bank_group"), field("bank")
     bank = ((pc * org.ranks + ra) * org.bank_groups + bg) * org.banks_per_group + ba
-    return Trace(list(arrival), list(writes), ch.tolist(), bank.tolist(), field("row").tolist(),
-                 field("column").tolist())
+    return Trace(np.asarray(arrival, np.int64), np.asarray(writes, np.bool_), ch, bank, field("row"),
+                 field("column"))
 
 
 def _from_vectors(memory: Memory, levels: dict[str, int], vectors, writes) -> Trace:
@@ -226,5 +326,5 @@ def _from_vectors(memory: Memory, levels: dict[str, int], vectors, writes) -> Tr
     pc = col.get("pseudo_channel", np.zeros(len(v), dtype=np.int64))
     ra = col.get("rank", np.zeros(len(v), dtype=np.int64))
     bank = ((pc * org.ranks + ra) * org.bank_groups + col["bank_group"]) * org.banks_per_group + col["bank"]
-    return Trace([0] * len(v), list(writes), col["channel"].tolist(), bank.tolist(), col["row"].tolist(),
-                 col["column"].tolist())
+    return Trace(np.zeros(len(v), np.int64), np.asarray(writes, np.bool_), col["channel"], bank, col["row"],
+                 col["column"])
