@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from ..ir.errors import PimdslError
-from .check_values import check_values, parse_shape
 from .loading import declares_nothing
 
 
@@ -33,6 +32,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from .. import unread
     from ..frontend.pipeline import load_spec
+    from .check_values import check_values, parse_shape     # numpy: only once a check runs
     status = 0
     try:
         shapes = tuple(parse_shape(s) for s in args.shape)
