@@ -7,6 +7,7 @@ and decode steps (`loops/step_run.py`). Every result has `.report` and `.interva
 from __future__ import annotations
 
 from . import loops
+from .ir.errors import PimdslError
 
 
 def kind_of_run(system) -> str:
@@ -35,8 +36,25 @@ def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline:
     """Run `system` through the loop its spec selects (see the module docstring); `progress` goes
     to a loop that reports it (`PROGRESS` names what it counts)."""
     loop = loops.for_system(system)
-    if loop is None:
-        return run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
-    if getattr(loop, "PROGRESS", None):
-        return loop.run(system, timeline=timeline, progress=progress)
-    return loop.run(system, timeline=timeline)
+    try:
+        if loop is None:
+            return run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
+        if getattr(loop, "PROGRESS", None):
+            return loop.run(system, timeline=timeline, progress=progress)
+        return loop.run(system, timeline=timeline)
+    except PimdslError as exc:
+        exc.others += tuple(_at_sets(exc, system))
+        raise
+
+
+def _at_sets(exc: PimdslError, system):
+    """A region that proved too small while running, also reported at each `--set` that changed its
+    room (a memory's channels, its part's organization, the region's size)."""
+    spans = {one.span for one in exc.all() if one.span is not None}
+    for memory in system.memories:
+        for region in memory.regions:
+            if region.span in spans:
+                for where in region.set_by:
+                    yield PimdslError(f"with this, region '{region.name}' of memory '{memory.name}' is too small "
+                                      f"({region.span}: {exc.message})", where,
+                                      "undo or soften this --set, or --set the region's size too")
