@@ -110,7 +110,8 @@ def _pim_work(memory, name, op, attrs, s: dict) -> PimWork:
         # a program for the op's own class covers its tokens; a GEMV program runs once per token
         times = 1 if declared.op_class == op.kind else s.get("m", 1)
         shape = dict(s) if times == 1 else {**s, "m": 1}
-        stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name), times, name)
-        commands = lambda ch: placed(memory, declared, shape, ch, first_row, times=times)
+        stream = lambda ch, values=False: _repeat(expand(memory, declared, shape, ch, first_row, op=name,
+                                                         values=values), times, name)
+        commands = lambda ch, args=False: placed(memory, declared, shape, ch, first_row, times=times, args=args)
         key = (fam, declared.op_class, *sorted(shape.items()), times)
     return PimWork(name, memory.name, fam, stream, key, commands)
