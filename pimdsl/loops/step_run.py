@@ -66,7 +66,7 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     manager = manager or PassManager()
     model, work = system.model, system.workload
     timer = OpTimer(system, fast=fast)
-    seconds_of = lambda attrs: timer.seconds(attrs["lowered"])
+    seconds_of = timer                  # op by op, or a whole step with the refresh phase carried
     batch = work.batch if work else 1
     input_len = work.input_len if work else 1
     output_len = (work.output_len if work else 1) if model.architecture == "decoder" else 0
@@ -234,7 +234,7 @@ def _pim_summary(program: Program, timer: OpTimer) -> dict | None:
     works = [a["lowered"] for _, a in program.ops() if isinstance(a["lowered"], PimWork)]
     if not works:
         return None
-    times = [timer.pim(w) for w in works]
+    times = timer.pim_step(works)           # each from the refresh phase the ops before it leave
     counts: dict[str, int] = defaultdict(int)
     for t in times:
         for k, n in t.counts.items():
