@@ -4,8 +4,8 @@
 count, and the commands of its first iteration indented below it (later
 iterations differ only in rows, columns and payloads). `timed_chunks`
 writes every placed command (PimWork.placed: no Loop or Command objects)
-with its exact issue cycle (each op from an idle device, as `pimc run`
-does) and each refresh the timer takes as a REF line with its cycle, by one
+with its exact issue cycle (each op from an idle device, its own timing;
+`pimc run` then carries the refresh phase from op to op) and each refresh the timer takes as a REF line with its cycle, by one
 %-format per issue site. Both print each command's arguments besides its
 places with their values (the issue's own, so a GEMV's `k` is the one its
 timing rules read), and an announcing command's `estimate`. `request_lines` is the host
