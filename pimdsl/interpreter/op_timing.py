@@ -9,13 +9,15 @@ timing is kept on disk for later runs (timing_cache).
 
 Refresh across ops: within a step, a PIM memory's refresh units keep falling
 due every tREFI of the PIM work before, so an op shorter than tREFI pays its
-share rather than never refreshing (`OpTimer.step`, `RefreshPhase`). Each op's
-timing also holds its time without refresh (`no_refresh_cycles`) and the
-cycles one refresh of a unit adds to it (`refresh_cost_cycles`: from its own
-refreshes, or for an op too short to have any, from one run with a refresh
-falling due halfway through it); the op's time at the phase it starts in is
-then its no-refresh time plus that cost for each refresh falling due within
-it. At the idle device's phase (a step's first PIM op) that is the op's exact
+share rather than never refreshing (`OpTimer.pim_step`, `OpTimer.carry`,
+`RefreshPhase`). Each op's timing also holds its time without refresh
+(`no_refresh_cycles`), the cycles one refresh of a unit adds to it
+(`refresh_cost_cycles`: from its own refreshes, or for an op too short to
+have any, from one run with every unit due halfway through it) and the
+refresh units its commands reach (`refresh_units`; the others refresh beside
+it at no cost). The op's time at the phase it starts in is then its
+no-refresh time plus that cost for each refresh of its units falling due
+within it. At the idle device's phase (a step's first PIM op) that is the op's exact
 timing itself. The phase carries from op to op, not across steps nor over
 the memory's idle time between its ops (a refresh then costs PIM nothing).
 
@@ -84,9 +86,13 @@ def time_pim_op(memory: Memory, stream, fast: bool = True) -> PimTime:
         return idle
     bare = time_pim(memory, stream(), fast, refresh="none").cycles
     cost, taken, units = idle.cycles - bare, idle.refreshes, idle.refresh_units
-    if not taken and bare > 1:                   # short: every unit due halfway through it
+    if any(due >= idle.cycles for due in RefreshPhase.of(memory).idle) and bare > 1:
+        # a unit fell due not within it: which units it reaches (and, none refreshed, what a
+        # refresh costs it) from a run with every unit due halfway through it
         forced = time_pim(memory, stream(), fast, first_due=bare // 2)
-        cost, taken, units = forced.cycles - bare, forced.refreshes, forced.refresh_units
+        units = forced.refresh_units
+        if not taken:
+            cost, taken = forced.cycles - bare, forced.refreshes
     return replace(idle, no_refresh_cycles=bare, refresh_cost_cycles=cost / taken if taken else 0.0,
                    refresh_units=units)
 
