@@ -157,7 +157,7 @@ class OpTimer:
         self._phases: dict[str, RefreshPhase] = {}     # memory -> its idle refresh phase
 
     def __call__(self, attrs: dict) -> float:
-        """An op's seconds alone (the schedule's `seconds_of`; `step` times a whole step)."""
+        """An op's seconds alone (the schedule's `seconds_of`; `carry` then gives a step's PIM ops their phase)."""
         return self.seconds(attrs["lowered"])
 
     def pim(self, work: PimWork) -> PimTime:
