@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import loops
 from .interpreter.run_energy import run_energy
+from .ir.errors import PimdslError
 
 
 def kind_of_run(system) -> str:
@@ -37,12 +38,29 @@ def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline:
     """Run `system` through the loop its spec selects (see the module docstring); `progress` goes
     to a loop that reports it (`PROGRESS` names what it counts)."""
     loop = loops.for_system(system)
-    if loop is None:
-        result = run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
-    elif getattr(loop, "PROGRESS", None):
-        result = loop.run(system, timeline=timeline, progress=progress)
-    else:
-        result = loop.run(system, timeline=timeline)
+    try:
+        if loop is None:
+            result = run_system(system, fast=fast, manager=manager, progress=progress, timeline=timeline)
+        elif getattr(loop, "PROGRESS", None):
+            result = loop.run(system, timeline=timeline, progress=progress)
+        else:
+            result = loop.run(system, timeline=timeline)
+    except PimdslError as exc:
+        exc.others += tuple(_at_sets(exc, system))
+        raise
     # every loop's energy, from its busy times and the declared power (interpreter/run_energy.py)
     result.report.update(run_energy(system, result.report))
     return result
+
+
+def _at_sets(exc: PimdslError, system):
+    """A region that proved too small while running, also reported at each `--set` that changed its
+    room (a memory's channels, its part's organization, the region's size)."""
+    spans = {one.span for one in exc.all() if one.span is not None}
+    for memory in system.memories:
+        for region in memory.regions:
+            if region.span in spans:
+                for where in region.set_by:
+                    yield PimdslError(f"with this, region '{region.name}' of memory '{memory.name}' is too small "
+                                      f"({region.span}: {exc.message})", where,
+                                      "undo or soften this --set, or --set the region's size too")

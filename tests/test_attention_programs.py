@@ -294,10 +294,10 @@ def test_the_compiled_trace_lists_no_loop_that_runs_nothing(tmp_path):
     from pimdsl.emit.streams import structured_lines
     from pimdsl.lowering.pim_program import expand
     memory = N.neupims_memory()
-    items = expand(memory, memory.pim.program("attn_score"), attention_shape(96, 4, 128))
+    items = expand(memory, memory.pim.program("attn_score"), attention_shape(96, 4, 128), values=True)
     lines = [l.split() for l in structured_lines(memory, items, "attn")]
     commands = [l for l in lines if l[0] != "repeat"]
-    names = [l[8] for l in commands]          # cycle channel scope rank bank_group bank row column command
+    names = [l[7] for l in commands]          # channel scope rank bank_group bank row column command
     assert "PIM_GWRITE" not in names and names[0] == "PIM_HEADER"
     assert [int(l[1]) for l in lines if l[0] == "repeat"] == [1, 3, 4]   # head sets, tiles, GEMVs
     assert "estimate=196" in commands[0]

@@ -6,7 +6,8 @@ Per step (`prefill`, and for decoders the first `decode` step) in DIR/<step>/:
                   command with its exactly timed issue cycle)
   kernels.txt     host kernels, one per line (kernels.json: the same as JSON)
   requests.trace  the host kernels' weight reads as a DRAMsim3 request trace
-                  (at most --max-requests lines; summary.json says if cut)
+                  (at most --max-requests lines: past that, the first reads of every
+                  kernel, each its share by bytes; summary.json and the output say so)
   transfers.json  data moved between memories over links, when any (passes/transfers.py)
   graph.json, graph.dot   the op graph
 and DIR/summary.json (per step: op counts by device, PIM ops, kernels, transfers, and
@@ -83,6 +84,10 @@ def run(args) -> int:
         print_pass_times(manager.times_s)
     print(f"wrote {args.output}: " + ", ".join(f"{p}: {s['pim_ops']} PIM ops ({s['pim_commands']} commands), "
                                               f"{s['kernels']} kernels" for p, s in summary["steps"].items()))
+    for p, s in summary["steps"].items():
+        if s.get("requests_written", 0) < s.get("requests_total", 0):
+            print(f"{p}/requests.trace: {s['requests_written']:,} of the step's {s['requests_total']:,} weight "
+                  "reads (--max-requests), the first of each kernel in its share by bytes")
     return 0
 
 
@@ -119,8 +124,8 @@ def _write_step(program, folder: str, args) -> dict:
         listing, first_of, counted = [], {}, {}
         for name, w in pim:                 # ops with the same stream shape are listed once
             same = None if args.unroll else first_of.setdefault(w.key, name)
-            text = (timed_chunks(memory, w.placed(0), name, w.key) if args.unroll
-                    else chunks(structured_lines(memory, w.stream(0), name)))
+            text = (timed_chunks(memory, w.placed(0, args=True), name, w.key) if args.unroll
+                    else chunks(structured_lines(memory, w.stream(0, values=True), name)))
             if w.key not in counted:        # same key, same stream shape: the same count
                 counted[w.key] = count_commands(w.stream(0))
             listing.append({"name": name, "commands": counted[w.key],

@@ -78,7 +78,9 @@ def render_error(exc: PimdslError, what: str = "pimc") -> str:
         if one.span is None or one.span.line < 1:
             lines.append(f"{what}: error: {one.message}" + (f"\n  hint: {one.hint}" if one.hint else ""))
             continue
-        if one.span.path not in diags.sources:
+        if one.span.path.startswith("--set "):          # a command-line argument is its own source
+            diags.sources[one.span.path] = one.span.path[len("--set "):]
+        elif one.span.path not in diags.sources:
             try:
                 with open(one.span.path, encoding="utf-8", errors="replace") as f:
                     diags.sources[one.span.path] = f.read()

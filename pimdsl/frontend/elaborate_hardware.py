@@ -15,7 +15,7 @@ from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controlle
                            TimingRule, TimingWindow)
 from ..ir.units import Quantity
 from ..ir.pim_program import EFFECTS
-from .diagnostics import SpecError, did_you_mean
+from .diagnostics import SpecError, Span, did_you_mean
 from .elaborate_program import check_program_commands, programs
 from .nodes import Node
 from .evaluate import _NOT_FOUND as _UNBOUND
@@ -343,19 +343,26 @@ class HardwareBuilder:
         count = self.el.count(node, r)
         if part is None:
             raise SpecError("memory without a part")     # reported where the part failed
-        org = self.organization(part_node.child("organization") or Node("organization", None, part_node.span),
-                                overrides) if overrides else part.organization
+        org = self.organization(self._own_organization(part_node, overrides), overrides) \
+            if overrides else part.organization
         address_map = r.symbols("address_map", ADDRESS_FIELDS)
         bits, offset = self.address_bits(r, org, address_map)
         capacity = org.capacity_bytes
+        sets = self._organization_sets(node, part_node)
         if r.has("capacity"):
             declared = r.bytes("capacity")
             if declared is not None and declared != capacity:
                 r.fail(f"the organization gives {U.Quantity(capacity, U.BYTES)} "
                        f"({capacity / 2**30:g} GiB), but capacity says {declared / 2**30:g} GiB",
                        "capacity", "fix the organization (channels, ranks, rows, ...) or the capacity")
+                self._at_sets(sets, f"this gives memory '{node.name}' {capacity / 2**30:g} GiB, but its capacity "
+                              f"({r.span('capacity')}) says {declared / 2**30:g} GiB",
+                              f"leave `capacity` out (the organization gives it) or also --set "
+                              f"memory.{node.name}.capacity={capacity / 2**30:g}GiB")
+        else:
+            self.ev.provide(node, "capacity", U.Quantity(capacity, U.BYTES))
         controller = self.controller(r.block("controller") or Node("controller", None, node.span, node), part)
-        regions = self.regions(r, capacity)
+        regions = self.regions(r, capacity, sets)
         pim_node = r.ref("pim", ("pim_unit",), None)
         pim = self.el.build(pim_node) if pim_node is not None else None
         units = self.pim_units(r, pim, org) if pim else 0
@@ -450,22 +457,53 @@ class HardwareBuilder:
         r.finish()
         return out
 
-    def regions(self, r: Reader, capacity: int) -> tuple[Region, ...]:
+    def _own_organization(self, part_node: Node, overrides: dict[str, int]) -> Node:
+        """The part's organization as this memory sees it: its own channels, ranks or pseudo-channels
+        in every expression of the block (`rows = capacity / (channels * ...)` follows them)."""
+        org = part_node.child("organization") or Node("organization", None, part_node.span)
+        twin = org.copy(part_node)
+        for name, value in overrides.items():
+            if value is not None:
+                twin.fields.pop(name, None)
+                self.ev.provide(twin, name, U.Quantity(value))
+        return twin
+
+    @staticmethod
+    def _organization_sets(node: Node, part_node: Node | None) -> list[Span]:
+        """The `--set` arguments that changed a memory's size: its channels, ranks, pseudo-channels
+        or capacity, its part's organization, or a region."""
+        spans = [node.set_by[k] for k in ("channels", "ranks", "pseudo_channels", "capacity") if k in node.set_by]
+        org = part_node.child("organization") if part_node is not None else None
+        spans += list(org.set_by.values()) if org is not None else []
+        return spans + [s for c in node.children_of("region") for s in c.set_by.values()]
+
+    def _at_sets(self, sets: list[Span], message: str, hint: str) -> None:
+        """A spec error that a `--set` caused, also shown at that argument of the command line."""
+        for span in sets:
+            self.diags.error(message, span, hint)
+
+    def regions(self, r: Reader, capacity: int, sets: list[Span] = ()) -> tuple[Region, ...]:
+        """The memory's regions, in order; inside a region `remaining` is the room from its offset
+        to the memory's end (and `capacity`, unless the memory declares it, the whole memory)."""
         out, cursor = [], 0
         for node in r.blocks("region"):
             rr = Reader(self.ev, node)
-            size = rr.bytes("size")
             offset = rr.bytes("offset", cursor)
+            self.ev.provide(node, "remaining", U.Quantity(max(0, capacity - (offset or 0)), U.BYTES))
+            size = rr.bytes("size")
             region = Region(node.name or "?", offset or 0, size or 0,
                             rr.flag("cacheable", True),
                             rr.choice("layout", ("host_friendly", "pim_aware"), "host_friendly"),
                             rr.symbols("holds", ("weights", "kv_cache", "buffers", "activations", "code"), ()),
-                            node.span)
+                            node.span, tuple(sets))
             rr.finish()
             if region.offset_bytes + region.size_bytes > capacity:
-                self.diags.error(f"region '{region.name}' ends at {(region.offset_bytes + region.size_bytes) / 2**30:g} GiB, "
-                                 f"past the memory's {capacity / 2**30:g} GiB", node.span,
-                                 "shrink the region or the regions before it")
+                message = (f"region '{region.name}' ends at {(region.offset_bytes + region.size_bytes) / 2**30:g} GiB, "
+                           f"past the memory's {capacity / 2**30:g} GiB")
+                self.diags.error(message, node.span, "shrink the region or the regions before it, or size it "
+                                 "by the memory: `size = capacity / 2;`, `size = remaining;`")
+                self._at_sets(sets, f"with this, {message} ({node.span})",
+                              "size the region by the memory (`capacity`, `remaining`) or --set its size too")
             for other in out:
                 if region.offset_bytes < other.offset_bytes + other.size_bytes and \
                         other.offset_bytes < region.offset_bytes + region.size_bytes:

@@ -38,6 +38,12 @@ class Evaluator:
         self._cache: dict[tuple[int, str], object] = {}
         self._active: list[tuple[Node, str]] = []
         self.read: set[tuple[int, str]] = set()
+        self.provided: dict[int, dict[str, object]] = {}     # names elaboration gives a block
+
+    def provide(self, node: Node, name: str, value) -> None:
+        """Give `node` a name its own fields do not declare (a memory's `capacity`, a region's
+        `remaining`): seen from inside the block, after its fields and lets."""
+        self.provided.setdefault(id(node), {})[name] = value
 
     # ---- fields -----------------------------------------------------------
     def member(self, node: Node, name: str, span: Span | None = None):
@@ -47,6 +53,9 @@ class Evaluator:
         for child in node.anonymous():
             if name in child.lets or name in child.fields:
                 return self._slot(child, name)
+        given = self.provided.get(id(node), {})
+        if name in given:
+            return given[name]
         named = node.named(name) or node.child(name)
         return named if named is not None else _NOT_FOUND
 
@@ -92,6 +101,7 @@ class Evaluator:
         scope = node
         while scope is not None:
             names += list(scope.lets) + list(scope.fields) + [c.name for c in scope.children if c.name]
+            names += list(self.provided.get(id(scope), ()))
             for child in scope.anonymous():
                 names += list(child.lets) + list(child.fields)
             scope = scope.parent

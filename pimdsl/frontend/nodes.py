@@ -31,6 +31,7 @@ class Node:
     count: object | None = None
     base: str | None = None
     body: tuple = ()              # ORDERED_KINDS: the statements as written
+    set_by: dict[str, Span] = field(default_factory=dict)   # field -> the `--set` that gave it
 
     @property
     def label(self) -> str:
@@ -210,11 +211,13 @@ def apply_override(globals_: dict[str, Node], path: str, expr, span: Span, diags
     name = rest[-1]
     if name in node.lets:
         node.lets[name] = Let(name, expr, span)
+        node.set_by[name] = span
         return
     holder = node
     if name not in node.fields:
         holder = next((c for c in node.anonymous() if name in c.fields), node)
     holder.fields[name] = Assign(name, expr, span)
+    holder.set_by[name] = span
 
 
 def _override_root(globals_, parts, roots, span, diags):

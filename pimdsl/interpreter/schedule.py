@@ -29,15 +29,15 @@ class StepSchedule:
 
 
 def schedule(program: Program, seconds_of) -> StepSchedule:
-    """`seconds_of(attrs)` gives an op's time; returns the step's intervals."""
+    """`seconds_of(attrs)` gives an op's time (see `step_seconds`); returns the step's intervals."""
     g = program.graph
     end: dict[str, float] = {}
     free: dict[str, float] = defaultdict(float)
     busy: dict[str, float] = defaultdict(float)
     intervals = []
-    for name, attrs in program.ops():
+    ops = list(program.ops())
+    for (name, attrs), duration in zip(ops, step_seconds(seconds_of, [attrs for _, attrs in ops])):
         resources = resources_of(attrs)
-        duration = seconds_of(attrs)
         start = max([*(free[r] for r in resources), *(end[p] for p in g.predecessors(name))])
         end[name] = start + duration
         for resource in resources:
@@ -45,6 +45,14 @@ def schedule(program: Program, seconds_of) -> StepSchedule:
             busy[resource] += duration
             intervals.append(Interval(resource, name, start, end[name], program.phase, _args(attrs)))
     return StepSchedule(max(end.values(), default=0.0), tuple(intervals), dict(busy))
+
+
+def step_seconds(seconds_of, attrs_list: list[dict], seconds: list[float] | None = None) -> list[float]:
+    """The ops' seconds in program order (`seconds`: already op by op), through `seconds_of.carry`
+    where it carries state from op to op of a step (op_timing.OpTimer: the refresh phase)."""
+    seconds = [seconds_of(a) for a in attrs_list] if seconds is None else seconds
+    carry = getattr(seconds_of, "carry", None)
+    return carry(attrs_list, seconds) if carry is not None else seconds
 
 
 def resources_of(attrs: dict) -> tuple[str, ...]:

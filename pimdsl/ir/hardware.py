@@ -184,6 +184,7 @@ class Region:
     layout: str                   # host_friendly, pim_aware
     holds: tuple[str, ...]        # weights, kv_cache, buffers, activations
     span: Span = field(compare=False, repr=False)
+    set_by: tuple[Span, ...] = field(default=(), compare=False, repr=False)   # `--set`s that changed its room
 
 
 @dataclass(frozen=True)

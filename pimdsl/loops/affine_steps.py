@@ -28,7 +28,7 @@ import numpy as np
 from ..ir.intervals import Interval
 from ..lowering.records import PimWork
 from ..passes.program import Program
-from ..interpreter.schedule import StepSchedule, _args, resources_of
+from ..interpreter.schedule import StepSchedule, _args, resources_of, step_seconds
 
 
 def _leaves(value, out: list) -> object:
@@ -182,11 +182,12 @@ class AffineSteps:
     def _durations_at(self, steps: int, seconds_of) -> list[float]:
         if self._durations is None:
             self._durations = [seconds_of(a) for a in self.attrs]
-        durations = list(self._durations)
+        durations, attrs = list(self._durations), list(self.attrs)
         for line in self.lines:
             if line.attr == "lowered":
-                durations[line.op] = seconds_of({**self.attrs[line.op], "lowered": line.at(steps)})
-        return durations
+                attrs[line.op] = {**self.attrs[line.op], "lowered": line.at(steps)}
+                durations[line.op] = seconds_of(attrs[line.op])
+        return step_seconds(seconds_of, attrs, durations)       # the refresh phase, op to op
 
     def schedule_many(self, contexts, seconds_of) -> dict[int, StepSchedule]:
         """The steps at `contexts` (without intervals), computed together: the recurrence of

@@ -66,7 +66,7 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     manager = manager or PassManager()
     model, work = system.model, system.workload
     timer = OpTimer(system, fast=fast)
-    seconds_of = lambda attrs: timer.seconds(attrs["lowered"])
+    seconds_of = timer                  # op by op, or a whole step with the refresh phase carried
     batch = work.batch if work else 1
     input_len = work.input_len if work else 1
     output_len = (work.output_len if work else 1) if model.architecture == "decoder" else 0
@@ -234,7 +234,7 @@ def _pim_summary(program: Program, timer: OpTimer) -> dict | None:
     works = [a["lowered"] for _, a in program.ops() if isinstance(a["lowered"], PimWork)]
     if not works:
         return None
-    times = [timer.pim(w) for w in works]
+    times = timer.pim_step(works)           # each from the refresh phase the ops before it leave
     counts: dict[str, int] = defaultdict(int)
     for t in times:
         for k, n in t.counts.items():
@@ -245,14 +245,15 @@ def _pim_summary(program: Program, timer: OpTimer) -> dict | None:
            "commands": sum(t.commands for t in times), "commands_issued": sum(t.issued for t in times),
            "refreshes": sum(t.refreshes for t in times), "command_counts": dict(sorted(counts.items()))}
     # a PIM memory with a count: each instance's own share of the step's PIM ops
-    instances: dict[str, dict] = {}
+    by_resource: dict[str, list] = defaultdict(list)
     for _, a in program.ops():
         for resource, work in zip(a.get("resources", ()), a.get("instances", ())):
-            t = timer.pim(work)
-            entry = instances.setdefault(resource, {"ops": 0, "seconds": 0.0, "commands": 0})
-            entry["ops"] += 1
-            entry["seconds"] += t.seconds
-            entry["commands"] += t.commands
+            by_resource[resource].append(work)
+    instances: dict[str, dict] = {}
+    for resource, share in by_resource.items():        # each instance carries its own refresh phase
+        times = timer.pim_step(share)
+        instances[resource] = {"ops": len(times), "seconds": sum(t.seconds for t in times),
+                               "commands": sum(t.commands for t in times)}
     if instances:
         out["instances"] = instances
     return out

@@ -89,11 +89,12 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
 
 
 def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
-           params: dict | None = None, times: int = 1) -> Iterator[list[tuple]]:
+           params: dict | None = None, times: int = 1, args: bool = False) -> Iterator[list[tuple]]:
     """The same commands as `unroll(expand(...))` (the whole stream `times` over), as placed
     tuples (PLACED) built in program order with no Loop or Command objects, in lists of about
-    CHUNK or more: what a text trace or a timer that wants every command needs."""
-    ex = _Expansion(memory, program, shape, channel, first_row, params)
+    CHUNK or more: what a text trace or a timer that wants every command needs. With `args`, each
+    tuple's last item holds the values of the issue's other arguments (`Site.shown`), for a trace."""
+    ex = _Expansion(memory, program, shape, channel, first_row, params, args)
     out: list[tuple] = []
     for _ in range(times):
         for _ in ex.chunks(ex.root, ex.start(), out):
@@ -106,7 +107,8 @@ def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
 
 # A placed command: its issue site, then its places and the cycles it announces, the order of
 # Command's fields from pseudo_channel on (to_command).
-PLACED = ("site", "pseudo_channel", "rank", "bank_group", "bank", "row", "column", "estimate", "timing_arg")
+PLACED = ("site", "pseudo_channel", "rank", "bank_group", "bank", "row", "column", "estimate", "timing_arg",
+          "args")
 
 
 def to_command(p: tuple, channel: int, data=None) -> Command:
@@ -125,13 +127,15 @@ class Site:
     announces: bool           # carries an `estimate` of the work it heads
     banks_per_group: int
     timing: object = None     # function of env: the argument its timing rules depend on (Command.timing_arg)
+    shown: tuple = ()         # (argument, function of env) of its other arguments, when a trace asks
 
     def at(self, env: dict) -> tuple:
         """This site's placed command (PLACED) under `env`."""
         pc, rank, bank, row, column = self.place
         bank_group, b = divmod(bank(env), self.banks_per_group)
         return (self, pc(env), rank(env), bank_group, b, row(env), column(env), 0,
-                self.timing(env) if self.timing is not None else 0)
+                self.timing(env) if self.timing is not None else 0,
+                tuple([f(env) for _, f in self.shown]) if self.shown else ())
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -168,8 +172,8 @@ class _Expansion:
     names no statement binds taken as constants)."""
 
     def __init__(self, memory: Memory, program: PimProgram, shape: dict, channel: int, first_row: int,
-                 params: dict | None):
-        self.memory, self.channel = memory, channel
+                 params: dict | None, args: bool = False):
+        self.memory, self.channel, self.args = memory, channel, args
         self.decls = {c.name: c for c in memory.pim.commands}
         self.announcing = {name for name, d in self.decls.items() if ESTIMATE_ARG in d.args}
         self.timing_args = timing_args(memory)
@@ -205,7 +209,8 @@ class _Expansion:
         timing = self.timing_args.get(stmt.command)
         return Site(name, stmt.command.lower() if effect == "none" else effect, stmt.command, args,
                     tuple(given.get(n, _zero) for n in PLACE_ARGS), name in self.announcing,
-                    self.memory.organization.banks_per_group, given.get(timing, _zero) if timing else None)
+                    self.memory.organization.banks_per_group, given.get(timing, _zero) if timing else None,
+                    tuple((n, f) for n, f in given.items() if n not in PLACE_ARGS) if self.args else ())
 
     # ---- structured: Loops and Commands --------------------------------------------------------
     def items(self, body: _Body, env: dict, op: str, values: bool) -> list[Item]:

@@ -68,9 +68,9 @@ class PimWork:
     op: str
     memory: str
     family: str                    # program: the unit's declared program, expanded
-    stream: Callable[[int], list]  # channel -> items (commands and loops)
+    stream: Callable[..., list]    # channel (, values: commands carry their arguments) -> items (commands and loops)
     key: tuple
-    placed: Callable[[int], Iterator[list]]   # channel -> placed commands, in order, in lists
+    placed: Callable[..., Iterator[list]]     # channel (, args: with the issues' arguments) -> placed commands, in lists
 
     def to_json(self) -> dict:
         return {"op": self.op, "memory": self.memory, "family": self.family, "key": list(self.key)}

@@ -114,7 +114,9 @@ def _pim_work(memory, name, op, attrs, s: dict, covered: set = frozenset()) -> P
         shape = dict(s) if times == 1 else {**s, "m": 1}
         # a covered op that follows: the program's 0/1 parameter of that kind's name, if it has one, is 1
         params = {kind: 1 for kind in sorted(covered) if any(let.name == kind for let in declared.lets)} or None
-        stream = lambda ch: _repeat(expand(memory, declared, shape, ch, first_row, op=name, params=params), times, name)
-        commands = lambda ch: placed(memory, declared, shape, ch, first_row, params=params, times=times)
+        stream = lambda ch, values=False: _repeat(expand(memory, declared, shape, ch, first_row, op=name,
+                                                         params=params, values=values), times, name)
+        commands = lambda ch, args=False: placed(memory, declared, shape, ch, first_row, params=params,
+                                                 times=times, args=args)
         key = (fam, declared.op_class, *sorted(shape.items()), times, *sorted((params or {}).items()))
     return PimWork(name, memory.name, fam, stream, key, commands)
