@@ -92,6 +92,7 @@ BUNDLED_REGIONS = {
     "l3_host_mem": [2 * 2**40 - 16 * 2**30, 16 * 2**30],
     "l3_hbm_pim": [64 * 2**30],
     "hermes_ndp_dimm": [24 * 2**30, 7 * 2**30, 2**30],
+    "aimx_card": [16 * 2**30],
 }
 
 
