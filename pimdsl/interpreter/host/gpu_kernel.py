@@ -1,0 +1,86 @@
+"""The measured GPU kernel model: a tiled roofline with achieved efficiencies, wave quantization
+and a per-kernel floor, for a `gpu` that declares a `calibration` block.
+
+A GPU runs a GEMM as output tiles spread over its SMs in waves (as tile-level GPU models do,
+[LLMCOMPASS] Sec. 3; roofline with achieved rather than nominal rates, [VIDUR] Sec. 4 profiles the
+same operators). For an M x K by K x N GEMM (M tokens, N outputs, K inputs) on one device:
+
+* compute: the library picks, among the tile shapes ``TILES`` (tm x tn) and split-K factors
+  ``s`` (``SPLITS``, used while the tiles leave SMs idle), the one that finishes first
+  (``min`` over the choices, as a GEMM library's heuristics aim to):
+  ``tiles = ceil(M / tm) * ceil(N / tn)``, ``waves = ceil(tiles * s / SMs)``,
+  ``compute_s = waves * 2 tm tn (ceil(K / s) + tile_overhead) / (peak[dtype] / SMs * tensor_efficiency)``;
+  a tile's prologue and epilogue (loading the first operands, writing tm x tn outputs) cost as much
+  as ``tile_overhead`` more elements of its K loop, so short-K GEMMs run below the tensor peak.
+  ``tm`` is never padded past M's next multiple of 16 (a GEMV-like call of few tokens uses a
+  thin tile), so decoding is not charged for 128-row tiles it does not compute.
+* memory: ``memory_s = bytes / (memory_bandwidth * memory_efficiency)``, ``bytes`` the kernel's
+  DRAM traffic (weights N x K, activations M x K in, M x N out).
+* ``seconds = launch_latency + max(compute_s, memory_s)``: the per-kernel floor (launch, pipeline
+  fill, tail) is paid once; the roofs overlap.
+
+Element-wise kernels (norm, activation, add, rotary, softmax, copies) and kernels that carry no
+GEMM shape are bandwidth plus launch: ``seconds = launch_latency + max(flops / (peak[dtype] *
+tensor_efficiency), bytes / (memory_bandwidth * efficiency))`` with ``elementwise_efficiency``
+(or ``memory_efficiency`` for shapeless GEMM/GEMV/attention kernels).
+
+The five calibration quantities (launch_latency, memory_efficiency, tensor_efficiency,
+elementwise_efficiency, tile_overhead) are fitted on one model at TP 1 of one GPU
+(`validation/run_gpu.py --fit`); everything else is the datasheet. ``Processor.count`` devices
+share a GEMM's N (column-parallel tensor parallelism) and the other kernels' work evenly; a
+collective between them is a separate transfer (host/collectives.py). The L2 cache is not
+modelled: weights are streamed from DRAM on every call.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ir.hardware import Processor
+from ...lowering.records import Kernel
+
+# Output tile shapes (rows x cols) of the tensor-core GEMM kernels of a GEMM library (CUTLASS's
+# default threadblock tiles for 16-bit tensor cores); the model picks per call, as cuBLAS does.
+TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
+SPLITS = (1, 2, 4, 8, 16)            # split-K factors, tried while tiles leave SMs idle
+MATMUL_KINDS = ("gemm", "gemv", "attention")
+THIN_TILE_ROWS = 16                  # a tile's rows are rounded to this (the tensor-core MMA's M)
+
+
+def gemm_compute_s(processor: Processor, m: int, n: int, k: int, rate_per_sm: float) -> tuple[float, str]:
+    """The fastest tile x split-K choice for an m x k by k x n GEMM on one device, and its name."""
+    cal, sms = processor.calibration, processor.cores
+    best = (math.inf, "")
+    for tm, tn in TILES:
+        tm = min(tm, THIN_TILE_ROWS * math.ceil(m / THIN_TILE_ROWS))
+        tiles = math.ceil(m / tm) * math.ceil(n / tn)
+        for s in SPLITS:
+            if s > 1 and tiles * s // 2 >= sms:
+                break
+            waves = math.ceil(tiles * s / sms)
+            t = waves * 2 * tm * tn * (math.ceil(k / s) + cal.tile_overhead) / rate_per_sm
+            if t < best[0]:
+                best = (t, f"{tm}x{tn}" + (f"/split{s}" if s > 1 else ""))
+    return best
+
+
+def gpu_kernel_parts(processor: Processor, kernel: Kernel, peak: float) -> tuple[float, float, float, str]:
+    """(launch_s, compute_s, memory_s, tile) of `kernel` on `processor`'s `count` devices, with
+    `peak` the FLOP/s of one device at the kernel's dtype."""
+    cal, count = processor.calibration, processor.count
+    bandwidth = processor.memory_bandwidth_bytes_per_s * count
+    matmul = kernel.kind in MATMUL_KINDS
+    efficiency = cal.memory_efficiency if matmul else cal.elementwise_efficiency
+    memory_s = kernel.bytes / kernel.bandwidth if kernel.bandwidth else kernel.bytes / (bandwidth * efficiency)
+    shape = kernel.shape
+    tile = ""
+    if kernel.kind in ("gemm", "gemv") and all(key in shape for key in ("m", "k", "n")):
+        m, k, n = (int(shape[key]) for key in ("m", "k", "n"))
+        if m and k and n:
+            compute_s, tile = gemm_compute_s(processor, m, math.ceil(n / count), k,
+                                             peak / processor.cores * cal.tensor_efficiency)
+        else:
+            compute_s = 0.0
+    else:
+        compute_s = kernel.flops / (count * peak * cal.tensor_efficiency) if kernel.flops else 0.0
+    launch_s = cal.launch_latency_s if (kernel.flops or kernel.bytes) else 0.0
+    return launch_s, compute_s, memory_s, tile
