@@ -574,15 +574,15 @@ class HardwareBuilder:
         out = KernelCalibration(
             launch_latency_s=cr.quantity("launch_latency", U.TIME), memory_efficiency=cr.number("memory_efficiency"),
             tensor_efficiency=cr.number("tensor_efficiency"), elementwise_efficiency=cr.number("elementwise_efficiency"),
-            tile_overhead=cr.number("tile_overhead", 0.0))
+            exposed_fraction=cr.number("exposed_fraction", 0.0))
         for name in ("memory_efficiency", "tensor_efficiency", "elementwise_efficiency"):
             value = getattr(out, name)
             if value is not None and not 0 < value <= 1:
                 cr.fail(f"{name} must be a fraction in (0, 1], not {value:g}", name)
+        if out.exposed_fraction is not None and not 0 <= out.exposed_fraction <= 1:
+            cr.fail(f"exposed_fraction must be a fraction in [0, 1], not {out.exposed_fraction:g}", "exposed_fraction")
         if out.launch_latency_s is not None and out.launch_latency_s < 0:
             cr.fail("launch_latency cannot be negative", "launch_latency")
-        if out.tile_overhead is not None and out.tile_overhead < 0:
-            cr.fail("tile_overhead cannot be negative", "tile_overhead")
         cr.finish()
         return None if cr.failed else out
 

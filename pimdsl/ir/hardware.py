@@ -238,12 +238,12 @@ class Cache:
 @dataclass(frozen=True)
 class KernelCalibration:
     """The fitted quantities of the measured GPU kernel model (`interpreter/host/gpu_kernel.py`),
-    a `calibration { ... }` block of a `gpu`: each is fitted on one model at TP 1 per GPU."""
+    a `calibration { ... }` block of a `gpu`: fitted together on one model at TP 1 per GPU."""
     launch_latency_s: float       # the floor of one kernel (launch, pipeline fill, tail)
     memory_efficiency: float      # achieved fraction of memory_bandwidth by a GEMM's operand stream
     tensor_efficiency: float      # achieved fraction of a per-SM tensor peak in a tile's main loop
     elementwise_efficiency: float   # achieved fraction of memory_bandwidth by element-wise kernels
-    tile_overhead: float          # per output tile: prologue + epilogue, in K elements of main loop
+    exposed_fraction: float       # the share of the shorter roof (compute or memory) not hidden under the longer
 
 
 @dataclass(frozen=True)

@@ -9,23 +9,23 @@ same operators). For an M x K by K x N GEMM (M tokens, N outputs, K inputs) on o
   ``s`` (``SPLITS``, used while the tiles leave SMs idle), the one that finishes first
   (``min`` over the choices, as a GEMM library's heuristics aim to):
   ``tiles = ceil(M / tm) * ceil(N / tn)``, ``waves = ceil(tiles * s / SMs)``,
-  ``compute_s = waves * 2 tm tn (ceil(K / s) + tile_overhead) / (peak[dtype] / SMs * tensor_efficiency)``;
-  a tile's prologue and epilogue (loading the first operands, writing tm x tn outputs) cost as much
-  as ``tile_overhead`` more elements of its K loop, so short-K GEMMs run below the tensor peak.
+  ``compute_s = waves * 2 tm tn ceil(K / s) / (peak[dtype] / SMs * tensor_efficiency)``.
   ``tm`` is never padded past M's next multiple of 16 (a GEMV-like call of few tokens uses a
   thin tile), so decoding is not charged for 128-row tiles it does not compute.
 * memory: ``memory_s = bytes / (memory_bandwidth * memory_efficiency)``, ``bytes`` the kernel's
   DRAM traffic (weights N x K, activations M x K in, M x N out).
-* ``seconds = launch_latency + max(compute_s, memory_s)``: the per-kernel floor (launch, pipeline
-  fill, tail) is paid once; the roofs overlap.
+* ``seconds = launch_latency + max(compute_s, memory_s) + exposed_fraction * min(compute_s, memory_s)``:
+  the per-kernel floor (launch, pipeline fill, tail) is paid once, and the roofs overlap but not
+  perfectly: near the ridge point a tile waits for its operands part of the time, so a share of
+  the shorter roof shows (0: the roofline's perfect overlap, 1: no overlap).
 
 Element-wise kernels (norm, activation, add, rotary, softmax, copies) and kernels that carry no
 GEMM shape are bandwidth plus launch: ``seconds = launch_latency + max(flops / (peak[dtype] *
-tensor_efficiency), bytes / (memory_bandwidth * efficiency))`` with ``elementwise_efficiency``
+tensor_efficiency), bytes / (memory_bandwidth * efficiency))`` (and the same exposed share) with ``elementwise_efficiency``
 (or ``memory_efficiency`` for shapeless GEMM/GEMV/attention kernels).
 
 The five calibration quantities (launch_latency, memory_efficiency, tensor_efficiency,
-elementwise_efficiency, tile_overhead) are fitted on one model at TP 1 of one GPU
+elementwise_efficiency, exposed_fraction) are fitted together on one model at TP 1 of one GPU
 (`validation/run_gpu.py --fit`); everything else is the datasheet. ``Processor.count`` devices
 share a GEMM's N (column-parallel tensor parallelism) and the other kernels' work evenly; a
 collective between them is a separate transfer (host/collectives.py). The L2 cache is not
@@ -48,7 +48,7 @@ THIN_TILE_ROWS = 16                  # a tile's rows are rounded to this (the te
 
 def gemm_compute_s(processor: Processor, m: int, n: int, k: int, rate_per_sm: float) -> tuple[float, str]:
     """The fastest tile x split-K choice for an m x k by k x n GEMM on one device, and its name."""
-    cal, sms = processor.calibration, processor.cores
+    sms = processor.cores
     best = (math.inf, "")
     for tm, tn in TILES:
         tm = min(tm, THIN_TILE_ROWS * math.ceil(m / THIN_TILE_ROWS))
@@ -57,7 +57,7 @@ def gemm_compute_s(processor: Processor, m: int, n: int, k: int, rate_per_sm: fl
             if s > 1 and tiles * s // 2 >= sms:
                 break
             waves = math.ceil(tiles * s / sms)
-            t = waves * 2 * tm * tn * (math.ceil(k / s) + cal.tile_overhead) / rate_per_sm
+            t = waves * 2 * tm * tn * math.ceil(k / s) / rate_per_sm
             if t < best[0]:
                 best = (t, f"{tm}x{tn}" + (f"/split{s}" if s > 1 else ""))
     return best

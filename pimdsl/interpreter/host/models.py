@@ -152,14 +152,15 @@ def _roofline(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTi
 
 
 def _gpu(processor: Processor, kernel: Kernel) -> KernelTime:
-    """The measured GPU kernel model (gpu_kernel.py): ``launch_s + max(compute_s, memory_s)``."""
+    """The measured GPU kernel model (gpu_kernel.py): ``launch_s + max(compute_s, memory_s)`` plus
+    the exposed share of the shorter roof."""
     if kernel.bytes and processor.memory_bandwidth_bytes_per_s <= 0 and not kernel.bandwidth:
         raise ModelError(f"gpu '{processor.name}' has no memory_bandwidth; kernel '{kernel.op}' moves "
                          f"{kernel.bytes:g} bytes")
     dtype = peak_dtype(processor, kernel.dtype) if kernel.flops else None
     peak = processor.peak_flops[dtype] if dtype else 0.0
     launch_s, compute_s, memory_s, tile = gpu_kernel_parts(processor, kernel, peak)
-    busy = max(compute_s, memory_s)
+    busy = max(compute_s, memory_s) + processor.calibration.exposed_fraction * min(compute_s, memory_s)
     bound = "launch" if launch_s > busy else "compute" if compute_s > memory_s else "memory"
     return KernelTime(launch_s + busy, compute_s, memory_s, bound, "gpu_kernel", peak_dtype=dtype,
                       launch_s=launch_s, tile=tile)
