@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...ir.hardware import Processor
 from ...lowering.records import Kernel
 
@@ -63,24 +65,42 @@ def gemm_compute_s(processor: Processor, m: int, n: int, k: int, rate_per_sm: fl
     return best
 
 
+def combine(processor: Processor, launch_s, compute_s, memory_s):
+    """``launch_s + max(compute_s, memory_s) + exposed_fraction * min(compute_s, memory_s)``
+    (numbers or numpy arrays)."""
+    exposed = processor.calibration.exposed_fraction
+    return launch_s + np.maximum(compute_s, memory_s) + exposed * np.minimum(compute_s, memory_s)
+
+
+def shapeless_parts(processor: Processor, flops, nbytes, peak: float, matmul: bool = True):
+    """(launch_s, compute_s, memory_s) of kernels with no GEMM shape on `processor`'s `count`
+    devices: numbers or numpy arrays of FLOPs and bytes; zero work takes no time."""
+    cal, count = processor.calibration, processor.count
+    flops, nbytes = np.asarray(flops, dtype=float), np.asarray(nbytes, dtype=float)
+    efficiency = cal.memory_efficiency if matmul else cal.elementwise_efficiency
+    compute = flops / (count * peak * cal.tensor_efficiency) if peak else np.zeros_like(flops)
+    memory = nbytes / (count * processor.memory_bandwidth_bytes_per_s * efficiency)
+    launch = np.where((flops > 0) | (nbytes > 0), cal.launch_latency_s, 0.0)
+    return launch, compute, memory
+
+
+def shapeless_seconds(processor: Processor, flops, nbytes, peak: float, matmul: bool = True):
+    """Seconds of `shapeless_parts`: the roofline at achieved rates + the floor."""
+    return combine(processor, *shapeless_parts(processor, flops, nbytes, peak, matmul))
+
+
 def gpu_kernel_parts(processor: Processor, kernel: Kernel, peak: float) -> tuple[float, float, float, str]:
     """(launch_s, compute_s, memory_s, tile) of `kernel` on `processor`'s `count` devices, with
     `peak` the FLOP/s of one device at the kernel's dtype."""
-    cal, count = processor.calibration, processor.count
-    bandwidth = processor.memory_bandwidth_bytes_per_s * count
-    matmul = kernel.kind in MATMUL_KINDS
-    efficiency = cal.memory_efficiency if matmul else cal.elementwise_efficiency
-    memory_s = kernel.bytes / kernel.bandwidth if kernel.bandwidth else kernel.bytes / (bandwidth * efficiency)
-    shape = kernel.shape
-    tile = ""
+    launch, compute, memory = (float(v) for v in shapeless_parts(
+        processor, kernel.flops, 0.0 if kernel.bandwidth else kernel.bytes, peak, kernel.kind in MATMUL_KINDS))
+    if kernel.bandwidth:
+        memory = kernel.bytes / kernel.bandwidth
+        launch = processor.calibration.launch_latency_s if (kernel.flops or kernel.bytes) else 0.0
+    shape, tile = kernel.shape, ""
     if kernel.kind in ("gemm", "gemv") and all(key in shape for key in ("m", "k", "n")):
         m, k, n = (int(shape[key]) for key in ("m", "k", "n"))
-        if m and k and n:
-            compute_s, tile = gemm_compute_s(processor, m, math.ceil(n / count), k,
-                                             peak / processor.cores * cal.tensor_efficiency)
-        else:
-            compute_s = 0.0
-    else:
-        compute_s = kernel.flops / (count * peak * cal.tensor_efficiency) if kernel.flops else 0.0
-    launch_s = cal.launch_latency_s if (kernel.flops or kernel.bytes) else 0.0
-    return launch_s, compute_s, memory_s, tile
+        compute, tile = gemm_compute_s(processor, m, math.ceil(n / processor.count), k,
+                                       peak / processor.cores * processor.calibration.tensor_efficiency) \
+            if m and k and n else (0.0, "")
+    return launch, compute, memory, tile

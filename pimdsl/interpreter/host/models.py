@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from ...ir.errors import PimdslError
 from ...ir.hardware import Link, Processor
 from ...lowering.records import Kernel
-from .gpu_kernel import gpu_kernel_parts
+from .gpu_kernel import combine, gpu_kernel_parts
 
 # Where a kernel's dtype has no peak_flops entry, the peaks tried next, in order. A type only
 # falls back to units of the same or a wider type: narrow data (int4/int8/fp8 weights) is widened
@@ -160,9 +160,9 @@ def _gpu(processor: Processor, kernel: Kernel) -> KernelTime:
     dtype = peak_dtype(processor, kernel.dtype) if kernel.flops else None
     peak = processor.peak_flops[dtype] if dtype else 0.0
     launch_s, compute_s, memory_s, tile = gpu_kernel_parts(processor, kernel, peak)
-    busy = max(compute_s, memory_s) + processor.calibration.exposed_fraction * min(compute_s, memory_s)
-    bound = "launch" if launch_s > busy else "compute" if compute_s > memory_s else "memory"
-    return KernelTime(launch_s + busy, compute_s, memory_s, bound, "gpu_kernel", peak_dtype=dtype,
+    seconds = float(combine(processor, launch_s, compute_s, memory_s))
+    bound = "launch" if 2 * launch_s > seconds else "compute" if compute_s > memory_s else "memory"
+    return KernelTime(seconds, compute_s, memory_s, bound, "gpu_kernel", peak_dtype=dtype,
                       launch_s=launch_s, tile=tile)
 
 
