@@ -453,10 +453,14 @@ def test_hermes_reports_remapping_and_copies(capsys):
     assert r["predictor"]["overhead_fraction"] < 0.01
 
 
-def test_deja_vu_is_for_opt_only(capsys):
+def test_deja_vu_is_for_relu_models_only(capsys):
     status, _, err = run_json(capsys, "hermes_ndp_llama2_13b.pim", "mapping.strategy=deja_vu")
-    assert status == 1 and "supports OPT models only" in err and "hermes_ndp.pim:" in err
+    assert status == 1 and "needs a ReLU model" in err and "uses silu" in err and "hermes_ndp.pim:" in err
     assert "Traceback" not in err
+    # the refusal is the model's activation, not its name: a ReLU-fied LLaMA2-13B is accepted
+    status, _, err = run_json(capsys, "hermes_ndp_llama2_13b.pim", "mapping.strategy=deja_vu",
+                              "model.llama2_13b.activation=relu", "workload.output_len=2")
+    assert status == 0, err
 
 
 def test_falcon_needs_four_dimms(capsys):
