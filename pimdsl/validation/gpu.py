@@ -244,9 +244,15 @@ def collect(fit: bool = False) -> dict:
                 if sel:
                     table[f"{op}/{tp}"] = stats(sel)
         proj = [e for e, p in zip(err, mine) if p.op in PROJECTIONS]
+        predicted = [e for e, p in zip(err, mine) if not (p.model == FIT_MODEL and p.tp == 1)]
         held = [e for e, p in zip(err, mine) if p.op in PROJECTIONS and p.model != FIT_MODEL]
         out["kernels"][gpu] = {
             "processor": name, "table": table, "projections": stats(proj), "held_out_projections": stats(held),
+            "predictions": {"points": len(predicted), "within_10pct": int(sum(abs(e) <= 0.10 for e in predicted)),
+                            "projections_within_10pct": int(sum(abs(e) <= 0.10 for e, p in zip(err, mine) if p.op in
+                                                                PROJECTIONS and not (p.model == FIT_MODEL and p.tp == 1))),
+                            "projection_points": int(sum(p.op in PROJECTIONS and not (p.model == FIT_MODEL and p.tp == 1)
+                                                         for p in mine))},
             "per_operator": {op: stats([e for e, p in zip(err, mine) if p.op == op]) for op in OPERATORS},
             "per_model": {m: stats([e for e, p in zip(err, mine) if p.model == m and p.op in PROJECTIONS])
                           for m in sorted({p.model for p in mine})},
@@ -310,7 +316,11 @@ def markdown(data: dict) -> str:
              "`pimdsl/interpreter/host/collectives.py`. Errors are |predicted / measured - 1|.", "",
              f"Each GPU's five calibration quantities are fitted on {FIT_MODEL} at TP 1 only; "
              "every other model and every TP degree is a prediction. "
-             f"{data['points']} measured operator times are compared.", "",
+             f"{data['points']} measured operator times are compared; "
+             + "; ".join(f"on the {g.upper()} {k['predictions']['points']} are predictions (all but the fit model's "
+                         f"TP 1 points), {k['predictions']['within_10pct']} of them within 10% "
+                         f"({k['predictions']['projections_within_10pct']} of the {k['predictions']['projection_points']} "
+                         "projections)" for g, k in data["kernels"].items()) + ".", "",
              "## Headline", "",
              "| check | A100 | H100 | target |", "|---|---|---|---|",
              f"| median error, four projections, all models / TP / tokens | {_pct(h['projection_median']['a100'])} "
