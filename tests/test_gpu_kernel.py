@@ -94,13 +94,13 @@ def test_tensor_parallel_splits_one_gemm_dimension(capsys):
 
 @pytest.mark.parametrize("spec,name,model", [("specs/hardware/edge_cpu.pim", "pipeload_cpu", "roofline"),
                                              ("specs/hardware/neupims.pim", "neupims_npu", "systolic"),
-                                             ("specs/hardware/neupims.pim", "neupims_a100", "roofline")])
+                                             ("specs/hardware/neupims.pim", "neupims_a100", "gpu_kernel")])
 def test_every_processor_kind(capsys, spec, name, model):
     code, out, err = run(capsys, "kernel", str(ROOT / spec), "--processor", name, "--op", "gemm",
                          "--shape", "8,4096,4096", "--json")
     assert code == 0, err
     got = json.loads(out)
-    assert got["model"] == model and got["seconds"] > 0 and got["bound"] in ("memory", "compute")
+    assert got["model"] == model and got["seconds"] > 0 and got["bound"] in ("memory", "compute", "launch")
 
 
 def test_command_errors(capsys):

@@ -8,10 +8,10 @@ import dataclasses
 import json
 import sys
 
-from ..frontend.diagnostics import did_you_mean
 from ..interpreter.host.models import kernel_time
 from ..interpreter.host.op_kernels import OPS, OpError, op_kernel
 from .loading import load_reported
+from .system import no_such_block, print_fields
 
 
 def add_parser(sub) -> None:
@@ -44,11 +44,8 @@ def run(args) -> int:
         return 1
     processor = spec.processors.get(args.processor)
     if processor is None:
-        names = sorted(spec.processors)
-        print(f"{args.file}: error: no processor named '{args.processor}'\n  hint: "
-              + (did_you_mean(args.processor, names, "processors") or "this file declares no cpu, gpu or npu"),
-              file=sys.stderr)
-        return 1
+        return no_such_block(args.file, "processor", args.processor, spec.processors, "processors",
+                             "this file declares no cpu, gpu or npu")
     try:
         kernel = op_kernel(args.op, _shape(args.shape), processor.name, tp=args.tp, dtype=args.dtype,
                            split=args.split)
@@ -66,11 +63,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        width = max(len(k) for k in out)
-        for key, value in out.items():
-            if isinstance(value, dict):
-                value = ", ".join(f"{k} {v}" for k, v in value.items())
-            elif isinstance(value, float):
-                value = f"{value:.6g}"
-            print(f"{key:<{width}}  {value}")
+        print_fields(out, digits=6)
     return 0
