@@ -98,7 +98,7 @@ def gpu_kernel_parts(processor: Processor, kernel: Kernel, peak: float) -> tuple
         memory = kernel.bytes / kernel.bandwidth
         launch = processor.calibration.launch_latency_s if (kernel.flops or kernel.bytes) else 0.0
     shape, tile = kernel.shape, ""
-    if kernel.kind in ("gemm", "gemv") and all(key in shape for key in ("m", "k", "n")):
+    if kernel.kind in ("gemm", "gemv") and peak > 0 and all(key in shape for key in ("m", "k", "n")):
         m, k, n = (int(shape[key]) for key in ("m", "k", "n"))
         compute, tile = gemm_compute_s(processor, m, math.ceil(n / processor.count), k,
                                        peak / processor.cores * processor.calibration.tensor_efficiency) \
