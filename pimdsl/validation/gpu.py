@@ -23,7 +23,6 @@ from ..interpreter.host.op_kernels import op_kernel
 from ..ir.hardware import Collective, KernelCalibration, Link, Processor
 
 ROOT = Path(__file__).resolve().parents[2]
-SUMMARY = ROOT / "validation" / "reference" / "gpu"
 GPUS = {"a100": "a100_sxm_80gb", "h100": "h100_sxm"}            # data folder -> processor of gpus.pim
 FIT_MODEL = "Llama-2-7b-hf"                                      # the one model each GPU is fitted on, at TP 1
 PROJECTIONS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
@@ -78,7 +77,21 @@ def summarize(raw: Path) -> tuple[list[dict], list[dict]]:
     return compute, network
 
 
-def write_summary(compute: list[dict], network: list[dict], folder: Path = SUMMARY) -> None:
+def summary_dir() -> Path:
+    """validation/reference/gpu of the checkout (or of the working directory), else $PIMDSL_REFERENCE/gpu."""
+    env = os.environ.get("PIMDSL_REFERENCE")
+    candidates = [ROOT / "validation" / "reference", Path.cwd() / "validation" / "reference"]
+    candidates += [Path(env)] if env else []
+    for base in candidates:
+        if (base / "gpu" / "compute.csv").exists():
+            return base / "gpu"
+    raise FileNotFoundError("the measured GPU summary is not at " + " or ".join(str(c / "gpu") for c in candidates)
+                            + "; run from a checkout of pimdsl or set PIMDSL_REFERENCE to the folder that holds "
+                            "gpu/compute.csv")
+
+
+def write_summary(compute: list[dict], network: list[dict], folder: Path | None = None) -> None:
+    folder = folder or ROOT / "validation" / "reference" / "gpu"
     folder.mkdir(parents=True, exist_ok=True)
     for name, rows in (("compute.csv", compute), ("network.csv", network)):
         with (folder / name).open("w", newline="") as f:
@@ -87,7 +100,8 @@ def write_summary(compute: list[dict], network: list[dict], folder: Path = SUMMA
             writer.writerows(rows)
 
 
-def read_summary(folder: Path = SUMMARY) -> tuple[list[dict], list[dict]]:
+def read_summary(folder: Path | None = None) -> tuple[list[dict], list[dict]]:
+    folder = folder or summary_dir()
     return (list(csv.DictReader((folder / "compute.csv").open())),
             list(csv.DictReader((folder / "network.csv").open())))
 
@@ -213,14 +227,14 @@ def fit_link(link: Link, network: list[dict], topology: str) -> Link:
 
 # ---- the table -------------------------------------------------------------------------------
 
-SPEC = ROOT / "specs" / "hardware" / "gpus.pim"
 MB = 1 << 20
 
 
 def devices():
     """(processors, links) of specs/hardware/gpus.pim."""
     from ..frontend.pipeline import load_spec
-    spec, diags = load_spec(str(SPEC), [])
+    from ..frontend.resources import specs_dir
+    spec, diags = load_spec(str(specs_dir() / "hardware" / "gpus.pim"), [])
     if spec is None:
         raise RuntimeError(diags.render_all())
     return spec.processors, spec.links
