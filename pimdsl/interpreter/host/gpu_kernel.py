@@ -1,9 +1,10 @@
 """The measured GPU kernel model: a tiled roofline with achieved efficiencies, wave quantization
 and a per-kernel floor, for a `gpu` that declares a `calibration` block.
 
-A GPU runs a GEMM as output tiles spread over its SMs in waves (as tile-level GPU models do,
-[LLMCOMPASS] Sec. 3; roofline with achieved rather than nominal rates, [VIDUR] Sec. 4 profiles the
-same operators). For an M x K by K x N GEMM (M tokens, N outputs, K inputs) on one device:
+A GPU runs a GEMM as output tiles spread over its SMs in waves, as tile-level GPU models do
+([LLMCOMPASS]), at achieved rather than nominal rates (a roofline with efficiencies, fitted on the
+operator times [VIDUR] profiled). For an M x K by K x N GEMM (M tokens, N outputs, K inputs) on one
+device:
 
 * compute: the library picks, among the tile shapes ``TILES`` (tm x tn) and split-K factors
   ``s`` (``SPLITS``, used while the tiles leave SMs idle), the one that finishes first
@@ -20,9 +21,9 @@ same operators). For an M x K by K x N GEMM (M tokens, N outputs, K inputs) on o
   the shorter roof shows (0: the roofline's perfect overlap, 1: no overlap).
 
 Element-wise kernels (norm, activation, add, rotary, softmax, copies) and kernels that carry no
-GEMM shape are bandwidth plus launch: ``seconds = launch_latency + max(flops / (peak[dtype] *
-tensor_efficiency), bytes / (memory_bandwidth * efficiency))`` (and the same exposed share) with ``elementwise_efficiency``
-(or ``memory_efficiency`` for shapeless GEMM/GEMV/attention kernels).
+GEMM shape are bandwidth plus launch, with the same exposed share: ``compute_s = flops / (peak[dtype]
+* tensor_efficiency)``, ``memory_s = bytes / (memory_bandwidth * elementwise_efficiency)`` (or
+``memory_efficiency`` for shapeless GEMM / GEMV / attention kernels).
 
 The five calibration quantities (launch_latency, memory_efficiency, tensor_efficiency,
 elementwise_efficiency, exposed_fraction) are fitted together on one model at TP 1 of one GPU
