@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..frontend.diagnostics import did_you_mean
 from ..interpreter.dram import TRACE_FORMATS
 from .loading import load_reported
-from .system import add_max_work, output_file
+from .system import add_max_work, no_such_block, output_file, print_fields
 
 
 def add_parser(sub) -> None:
@@ -36,10 +35,7 @@ def run(args) -> int:
         return 1
     memory = spec.memories.get(args.memory)
     if memory is None:
-        names = sorted(spec.memories)
-        print(f"{args.file}: error: no memory named '{args.memory}'\n  hint: "
-              + (did_you_mean(args.memory, names, "memories") or "this file declares no memory"), file=sys.stderr)
-        return 1
+        return no_such_block(args.file, "memory", args.memory, spec.memories, "memories", "this file declares no memory")
     try:
         trace = read_trace(args.trace, memory, args.trace_format, args.max_work)
         if not len(trace):
@@ -67,9 +63,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        width = max(len(k) for k in out)
-        for key, value in out.items():
-            if isinstance(value, dict):
-                value = ", ".join(f"{k} {v}" for k, v in value.items())
-            print(f"{key:<{width}}  {value}")
+        print_fields(out)
     return 0

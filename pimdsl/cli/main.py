@@ -13,7 +13,7 @@ import sys
 import threading
 
 from ..ir.errors import PimdslError
-from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
+from . import check, compile as compile_cmd, dram, execute, kernel, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
 
 
@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_parser(sub)
     sweep.add_parser(sub)
     execute.add_parser(sub)
+    kernel.add_parser(sub)
     return parser
 
 
@@ -52,7 +53,8 @@ def cmd_show(args) -> int:
 
 
 COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
-            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run}
+            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run,
+            "kernel": kernel.run}
 
 
 def _terminated(signum, frame):

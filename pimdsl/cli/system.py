@@ -139,3 +139,21 @@ def print_pass_times(times: dict) -> None:
     for name, seconds in times.items():
         print(f"pass {name:<12} {seconds * 1e3:9.2f} ms", file=sys.stderr)
     print(f"pass {'total':<12} {total * 1e3:9.2f} ms", file=sys.stderr)
+
+
+def no_such_block(path: str, what: str, name: str, names, plural: str, none: str) -> int:
+    """`path: error: no WHAT named 'NAME'` with a did-you-mean hint (or `none`); exit code 1."""
+    print(f"{path}: error: no {what} named '{name}'\n  hint: "
+          + (did_you_mean(name, sorted(names), plural) or none), file=sys.stderr)
+    return 1
+
+
+def print_fields(out: dict, digits: int | None = None) -> None:
+    """A flat report as aligned `key  value` lines (a dict value as `k v, k v`; floats to `digits`)."""
+    width = max(len(k) for k in out)
+    for key, value in out.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, float) and digits:
+            value = f"{value:.{digits}g}"
+        print(f"{key:<{width}}  {value}")

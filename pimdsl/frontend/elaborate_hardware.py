@@ -9,8 +9,8 @@ import math
 from dataclasses import replace
 
 from ..ir import units as U
-from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Controller, DramPower, DramSpec, Link,
-                           Storage,
+from ..ir.hardware import (ADDRESS_FIELDS, LEVELS, Cache, CommandDecl, Collective, Controller, DramPower,
+                           DramSpec, KernelCalibration, Link, Storage,
                            Memory, Organization, PimUnit, Processor, Region, RegisterFile,
                            TimingRule, TimingWindow)
 from ..ir.units import Quantity
@@ -612,7 +612,7 @@ class HardwareBuilder:
             systolic_gemv_issue=sa.choice("gemv_issue", ("overlapped", "serial"), "overlapped") if sa else "overlapped",
             span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0),
             pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped"), "overlapped"),
-            scratchpad_bytes=r.bytes("scratchpad", 0),
+            scratchpad_bytes=r.bytes("scratchpad", 0), calibration=self.calibration(node, r),
             active_power_w=r.quantity("active_power", U.POWER, 0.0), idle_power_w=r.quantity("idle_power", U.POWER, 0.0))
         for sub in (sa, vu):
             if sub is not None:
@@ -625,11 +625,46 @@ class HardwareBuilder:
         r.finish()
         return out
 
+    def calibration(self, node: Node, r: Reader) -> KernelCalibration | None:
+        """A gpu's `calibration { ... }`: the fitted quantities of the measured GPU kernel model."""
+        block = r.block("calibration")
+        if block is None:
+            return None
+        if node.kind != "gpu":
+            r.failed = True
+            self.diags.error(f"a {node.kind} has no calibration block; the measured kernel model is a gpu's",
+                             block.span, "remove the block, or declare the device as a gpu")
+            return None
+        cr = Reader(self.ev, block)
+        out = KernelCalibration(
+            launch_latency_s=cr.quantity("launch_latency", U.TIME), memory_efficiency=cr.number("memory_efficiency"),
+            tensor_efficiency=cr.number("tensor_efficiency"), elementwise_efficiency=cr.number("elementwise_efficiency"),
+            exposed_fraction=cr.number("exposed_fraction", 0.0))
+        for name in ("memory_efficiency", "tensor_efficiency", "elementwise_efficiency"):
+            value = getattr(out, name)
+            if value is not None and not 0 < value <= 1:
+                cr.fail(f"{name} must be a fraction in (0, 1], not {value:g}", name)
+        if out.exposed_fraction is not None and not 0 <= out.exposed_fraction <= 1:
+            cr.fail(f"exposed_fraction must be a fraction in [0, 1], not {out.exposed_fraction:g}", "exposed_fraction")
+        if out.launch_latency_s is not None and out.launch_latency_s < 0:
+            cr.fail("launch_latency cannot be negative", "launch_latency")
+        cr.finish()
+        return None if cr.failed else out
+
     def link(self, node: Node) -> Link:
         r = Reader(self.ev, node)
         out = Link(node.name, r.choice("kind", ("pcie", "dimm_link", "nvlink", "cxl", "on_chip", "ethernet", "disk")),
                    self.el.count(node, r), r.quantity("bandwidth", U.BANDWIDTH) or 0.0,
                    r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span)
+        block = r.block("collective")
+        if block is not None:
+            cr = Reader(self.ev, block)
+            coll = Collective(cr.choice("algorithm", ("ring", "tree"), "ring"), cr.quantity("step_latency", U.TIME, 0.0),
+                              cr.quantity("bus_bandwidth", U.BANDWIDTH) or 0.0)
+            if coll.bus_bandwidth_bytes_per_s <= 0:
+                cr.fail("a collective needs a positive bus_bandwidth", "bus_bandwidth", "e.g. `bus_bandwidth = 150 GB/s;`")
+            cr.finish()
+            out = replace(out, collective=None if cr.failed else coll)
         r.finish()
         return out
 

@@ -247,6 +247,17 @@ class Cache:
 
 
 @dataclass(frozen=True)
+class KernelCalibration:
+    """The fitted quantities of the measured GPU kernel model (`interpreter/host/gpu_kernel.py`),
+    a `calibration { ... }` block of a `gpu`: fitted together on one model at TP 1 per GPU."""
+    launch_latency_s: float       # the floor of one kernel (launch, pipeline fill, tail)
+    memory_efficiency: float      # achieved fraction of memory_bandwidth by a GEMM's operand stream
+    tensor_efficiency: float      # achieved fraction of a per-SM tensor peak in a tile's main loop
+    elementwise_efficiency: float   # achieved fraction of memory_bandwidth by element-wise kernels
+    exposed_fraction: float       # the share of the shorter roof (compute or memory) not hidden under the longer
+
+
+@dataclass(frozen=True)
 class Processor:
     name: str
     kind: str                     # cpu, gpu, npu
@@ -279,6 +290,18 @@ class Processor:
     # power of one instance while busy and while idle (run energy, interpreter/run_energy.py); 0: not declared
     active_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
     idle_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
+    # a gpu with a `calibration` block is timed by the measured GPU kernel model
+    calibration: KernelCalibration | None = field(default=None, metadata={"json": "omit_default"})
+
+
+@dataclass(frozen=True)
+class Collective:
+    """How collectives run over a link (`collective { ... }` of a `link`; host/collectives.py):
+    the algorithm, and the per-step latency and bus bandwidth it achieves (fitted on measured
+    all-reduce curves, so marked as calibration in the spec)."""
+    algorithm: str                # ring or tree
+    step_latency_s: float
+    bus_bandwidth_bytes_per_s: float
 
 
 @dataclass(frozen=True)
@@ -290,6 +313,7 @@ class Link:
     latency_s: float
     endpoints: tuple[str, ...]
     span: Span = field(compare=False, repr=False)
+    collective: Collective | None = field(default=None, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

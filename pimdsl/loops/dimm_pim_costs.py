@@ -1,8 +1,11 @@
 """Per-layer prices of one data-parallel replica of a GPU + DIMM-PIM serving system.
 
 Owns the cost model the sub-batch serving loop schedules with ([L3] Sec. 3, 4, 5.1): GPU kernels on
-a roofline (weights and KV read from HBM, FLOPs at the spec's FP16 peak times its efficiency),
-tensor-parallel all-reduces on the GPU links, decode attention on the DIMM-PIM's bank PUs timed by
+a roofline (weights and KV read from HBM, FLOPs at the spec's FP16 peak times its efficiency), or,
+for a GPU with a `calibration` block, by the measured GPU kernel model (interpreter/host/gpu_kernel.py:
+a layer's four projections and its element-wise operators, one GPU's tensor-parallel share each, and
+attention and the LM head as shapeless kernels), tensor-parallel all-reduces on the GPU links (the
+link's declared collective, interpreter/host/collectives.py), decode attention on the DIMM-PIM's bank PUs timed by
 the DRAM engine on the spec's DDR4 part (the rate its declared attention programs take, see
 attention_programs), the HBM-PIM baseline's decode attention by its unit's programs, PCIe transfers,
 and rankset blocking (Sec. 5.1: a write engages one rankset, the others keep computing). Every price
@@ -14,12 +17,17 @@ say how DP replicas share the DIMM-PIM).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 import numpy as np
 
 from ..interpreter.dram.command_stream import time_commands
+from ..interpreter.host.collectives import all_reduce_time
+from ..interpreter.host.gpu_kernel import shapeless_seconds
+from ..interpreter.host.models import kernel_time
+from ..interpreter.host.op_kernels import op_kernel
 from ..ir.commands import Command
-from ..ir.hardware import Memory
+from ..ir.hardware import Link, Memory, Processor
 from . import attention_programs as ap
 
 # The hbm_pim baseline's programs as NeuPIMs runs them: the query and each chunk of softmax scores
@@ -74,6 +82,9 @@ class Hardware:
     hbm_pim_channels: int         # channels of one GPU's HBM-PIM, each running its share of the heads
     kv_capacity_host: float       # bytes of KV this replica may keep in host memory
     kv_capacity_hbm: float        # bytes of KV this replica may keep in HBM beside its weights
+    gpu: Processor | None = None  # one GPU, when it has a calibration: the measured GPU kernel model
+    nvlink: Link | None = None    # the GPU-GPU link (its collective times the all-reduces)
+
 
 
 def hardware(gpu, cpu, memory: Memory, nvlink, pcie, tp: int, dp: int, kv_region_bytes: float,
@@ -100,6 +111,8 @@ def hardware(gpu, cpu, memory: Memory, nvlink, pcie, tp: int, dp: int, kv_region
         hbm_pim_channels=hbm_pim.organization.channels if hbm_pim is not None else 0,
         kv_capacity_host=kv_region_bytes / dp,
         kv_capacity_hbm=tp * gpu.memory_bytes - weight_bytes,
+        gpu=dataclasses.replace(gpu, count=1) if gpu.calibration is not None else None,
+        nvlink=nvlink,
     )
 
 
@@ -112,6 +125,10 @@ class Shape:
     head_bytes: int               # LM head read once per iteration
     dtype_bytes: int = 2
     head_dim: int = 128
+    # the layer's operators for the measured GPU kernel model: (op, N, K, TP split) GEMMs and
+    # (op, width) element-wise ops, as interpreter/host/op_kernels.py names them
+    gemms: tuple = ()
+    elementwise: tuple = ()
 
     @staticmethod
     def of(model) -> "Shape":
@@ -119,25 +136,54 @@ class Shape:
         kv_dim = model.kv_heads * model.head_dim
         attn = h * (model.heads * model.head_dim) * 2 + h * kv_dim * 2
         ffn = (3 if model.gated_ffn else 2) * h * f
-        return Shape(h, attn + ffn, 2 * kv_dim * 2, model.vocab * h * 2, head_dim=model.head_dim)
+        q_dim = model.heads * model.head_dim
+        gemms = (("qkv", q_dim + 2 * kv_dim, h, "n"), ("proj", h, q_dim, "k"),
+                 ("ffn_up", (2 if model.gated_ffn else 1) * f, h, "n"), ("ffn_down", h, f, "k"))
+        elementwise = (("rmsnorm", h), ("rmsnorm", h), ("rotary", q_dim + kv_dim),
+                       ("silu_mul" if model.gated_ffn else "gelu", f), ("add", h), ("add", h))
+        return Shape(h, attn + ffn, 2 * kv_dim * 2, model.vocab * h * 2, head_dim=model.head_dim,
+                     gemms=gemms, elementwise=elementwise)
 
 
 @dataclass(frozen=True)
 class Costs:
     hw: Hardware
     shape: Shape
+    _layer_s: dict = field(default_factory=dict, compare=False, repr=False)   # tokens -> measured-model layer
 
     def _roof(self, flops, nbytes):
         hw = self.hw
+        if hw.gpu is not None:
+            return shapeless_seconds(hw.gpu, np.asarray(flops) / hw.tp, np.asarray(nbytes) / hw.tp, hw.gpu.peak_flops["fp16"])
         return np.maximum(np.asarray(flops) / (hw.tp * hw.gpu_flops), np.asarray(nbytes) / (hw.tp * hw.hbm_bw))
 
     def fc(self, tokens):
         """QKV, projection and FFN of `tokens` tokens batched, plus the two ring all-reduces of TP."""
         hw, s = self.hw, self.shape
+        if hw.gpu is not None:
+            return self._measured_fc(tokens)
         tokens = np.asarray(tokens, dtype=float)
         gemm = self._roof(2 * tokens * s.layer_params, s.layer_params * s.dtype_bytes)
         reduce = 0.0 if hw.tp == 1 else 2 * 2 * (hw.tp - 1) / hw.tp * tokens * s.hidden * s.dtype_bytes / hw.nvlink_bw
         return gemm + reduce
+
+    def _measured_fc(self, tokens) -> float:
+        """One GPU's share of the layer's projections and element-wise operators (the measured GPU
+        kernel model), plus two all-reduces of the layer's output over the GPU link's collective."""
+        m = int(round(float(tokens)))
+        if m < 1:
+            return 0.0
+        if m not in self._layer_s:
+            hw, s = self.hw, self.shape
+            gpu, tp = hw.gpu, hw.tp
+            seconds = sum(kernel_time(gpu, op_kernel("gemm", (m, n, k), gpu.name, tp=tp, split=split)).seconds
+                          for _, n, k, split in s.gemms)
+            seconds += sum(kernel_time(gpu, op_kernel(op, (m, width), gpu.name, tp=tp)).seconds
+                           for op, width in s.elementwise)
+            if tp > 1 and hw.nvlink is not None:
+                seconds += 2 * all_reduce_time(hw.nvlink, m * s.hidden * s.dtype_bytes, tp)
+            self._layer_s[m] = seconds
+        return self._layer_s[m]
 
     def prefill_attention(self, chunk, prefix):
         """Causal attention of a `chunk` of prompt tokens after `prefix` cached ones, on the GPUs."""

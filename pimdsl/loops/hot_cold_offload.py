@@ -82,7 +82,9 @@ DEFAULTS = {"activation_sparsity": 0.9, "hot_fraction": 0.2, "hot_share": 0.8, "
             "layer_coupling": 0.6, "input_drift": 0.5, "window_tokens": 5, "predictor_lambda": 6,
             "predictor_threshold": 15, "predictor_step": 4, "hot_threshold": 10, "state_bits": 4,
             "ilp_groups": 16, "ilp_time_limit": 10.0, "dejavu_predictor_share": 0.181}
-OPT_ONLY = ("deja_vu",)                  # [HERMES_NDP] Sec. V-A-2: Deja Vu supports OPT models only
+# strategies whose predictors forecast the neurons a ReLU leaves at zero: [HERMES_NDP] Sec. V-A-2 says Deja Vu
+# "supports OPT models only", OPT being the ReLU models it was built for; a model is refused by its activation
+RELU_ONLY = ("deja_vu",)
 
 
 def links_read(system) -> int:
@@ -145,9 +147,10 @@ def setup(system: System) -> Setup:
     if mapping.strategy not in STRATEGIES:
         _fail(f"strategy '{mapping.strategy}' is not one of the hot/cold offload strategies", mapping.span,
               did_you_mean(mapping.strategy, STRATEGIES, "strategies") or "choose " + ", ".join(STRATEGIES))
-    if mapping.strategy in OPT_ONLY and not model.name.startswith("opt"):
-        _fail(f"strategy '{mapping.strategy}' supports OPT models only ([HERMES_NDP] Sec. V-A-2), "
-              f"not '{model.name}'", mapping.span, "choose an OPT system, or another strategy")
+    if mapping.strategy in RELU_ONLY and model.activation != "relu":
+        _fail(f"strategy '{mapping.strategy}' needs a ReLU model: its predictors forecast the neurons a ReLU "
+              f"leaves at zero ([HERMES_NDP] Sec. V-A-2: OPT models only); '{model.name}' uses {model.activation}",
+              mapping.span, "choose a ReLU (OPT) system, or another strategy")
     params = dict(DEFAULTS)
     for name, value in mapping.params.items():
         if name not in PARAMS:

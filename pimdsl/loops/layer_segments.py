@@ -414,10 +414,14 @@ class DeviceCosts:
 
     def _kernel(self, name: str, kind: str, flops: float, nbytes: float, shape: dict | None = None,
                 share: float = 1.0) -> Segment:
+        t = self._kernel_time(name, kind, flops, nbytes, shape, share)
+        return Segment(name, "npu", t.seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
+
+    def _kernel_time(self, name: str, kind: str, flops: float, nbytes: float, shape: dict | None = None,
+                     share: float = 1.0):
         p = self.processor
         rate = p.count * p.memory_bandwidth_bytes_per_s * share or None
-        t = kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}, bandwidth=rate))
-        return Segment(name, "npu", t.seconds, flops if kind in ("gemm", "gemv") else 0.0, nbytes)
+        return kernel_time(p, Kernel(name, kind, p.name, self.dtype, flops, nbytes, shape or {}, bandwidth=rate))
 
     def _op(self, op: Op, share: float = 1.0) -> Segment:
         """A graph op on the processor, its bytes the weights plus the activations and KV cache it
@@ -447,12 +451,14 @@ class DeviceCosts:
             n = heads * sum(kv)
             shape = {"m": 1, "k": d, "n": n} if op.kind == "attn_score" else {"m": 1, "k": n, "n": d}
             return self._kernel(op.name, "gemv", op.flops, nbytes, shape)
-        seconds = 0.0
+        seconds = launch = 0.0
         for length in kv:
             shape = {"m": q, "k": d, "n": length} if op.kind == "attn_score" else {"m": q, "k": length, "n": d}
-            one = self._kernel(op.name, "gemm", 2.0 * q * d * length, nbytes / (heads * len(kv)), shape)
-            seconds += heads * one.seconds
-        return Segment(op.name, "npu", seconds, op.flops, nbytes)
+            one = self._kernel_time(op.name, "gemm", 2.0 * q * d * length, nbytes / (heads * len(kv)), shape)
+            seconds += heads * (one.seconds - one.launch_s)
+            launch = max(launch, one.launch_s)
+        # a GPU launches one kernel for every request's heads (a fused attention kernel), not one each
+        return Segment(op.name, "npu", seconds + launch, op.flops, nbytes)
 
     def _serial_gemvs(self, op: Op, kv: list, heads: int, d: int, nbytes: float) -> Segment:
         """Decode K.q or s.V as one GEMV per request and head issued one after another

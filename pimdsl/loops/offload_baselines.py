@@ -13,15 +13,16 @@ NDP-DIMM system without activation sparsity (Hermes-base).
                on the NDP-DIMMs (weights spread over all DIMMs), attention always on the DIMMs (V-B-1);
   tensor_parallel  the server the paper compares with (V-F: TensorRT-LLM on 5 x A100-40GB): every weight and
                the KV cache in the memory of `count` GPUs, each layer's weights and heads sharded over all of
-               them (the roofline of all the GPUs together), two ring all-reduces of the layer's output per
-               layer (attention and MLP) over the NVLink, as Megatron-style tensor parallelism does.
+               them (the roofline of all the GPUs together, or the measured GPU kernel model for a GPU with a
+               `calibration`), two all-reduces of the layer's output per layer (attention and MLP) over
+               the NVLink's collective, as Megatron-style tensor parallelism does.
 The effective rates of Accelerate and FlexGen are calibrations stated in the spec.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..interpreter.host.models import transfer_time
+from ..interpreter.host.collectives import all_reduce_time
 from .hot_cold_offload import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
                                generator, gpu_s, kv_bytes, layer_bytes, model_totals, prefill, prefill_s, report_common,
                                resident_layers, sync_s)
@@ -128,11 +129,12 @@ def hermes_base(s: Setup, Interval) -> tuple[dict, list]:
 
 
 def all_reduce_s(s: Setup, nbytes: float) -> float:
-    """A ring all-reduce of `nbytes` over the GPUs: 2 (n - 1) steps of 1/n of it, each over one link."""
+    """An all-reduce of `nbytes` over the GPUs by the link's collective (interpreter/host/collectives.py:
+    without a `collective` block, a ring of 2 (n - 1) steps of 1/n of it, each over one link)."""
     n = s.gpu.count
     if n < 2 or s.link is None:
         return 0.0
-    return 2 * (n - 1) * transfer_time(s.link, nbytes / n, instances=1)
+    return all_reduce_time(s.link, nbytes, n)
 
 
 def tensor_parallel(s: Setup, Interval) -> tuple[dict, list]:

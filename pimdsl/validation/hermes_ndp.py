@@ -100,15 +100,17 @@ def rows(r: dict) -> list[dict]:
     h70 = r.get(key("llama2_70b"), {})
     out = []
 
-    def row(id_, what, paper, ours, unit="x", note=""):
-        out.append({"id": id_, "what": what, "paper": paper, "ours": ours, "unit": unit, "note": note})
+    def row(id_, what, paper, ours, unit="x", note="", kind="prediction"):
+        # kind: prediction; calibrated (a rate of ours was fitted on this row); input (ours is a given,
+        # not scored); qualitative (the paper states a direction, no number)
+        out.append({"id": id_, "what": what, "paper": paper, "ours": ours, "unit": unit, "note": note, "kind": kind})
 
     row("E1", "LLaMA2-70B tokens/s, batch 1", 13.75, tps("llama2_70b"), "tokens/s")
     row("E3", "OPT-66B tokens/s, batch 1", 20.37, tps("opt_66b"), "tokens/s")
     row("E4a", "Hermes / Accelerate, OPT mean, batch 1", 578.42, _mean(ratio(tps(m), tps(m, "accelerate")) for m in OPT),
-        note="Accelerate's rate is calibrated on this row with OPT-66B's ratio at the mean")
+        note="Accelerate's rate is calibrated on this row with OPT-66B's ratio at the mean", kind="calibrated")
     row("E4b", "Hermes / FlexGen, OPT mean, batch 1", 247.25, _mean(ratio(tps(m), tps(m, "flexgen")) for m in OPT),
-        note="FlexGen's rate is calibrated on this row with OPT-66B's ratio at the mean")
+        note="FlexGen's rate is calibrated on this row with OPT-66B's ratio at the mean", kind="calibrated")
     row("E5", "Deja Vu / FlexGen, OPT mean, batch 1", 2.12, _mean(ratio(tps(m, "deja_vu"), tps(m, "flexgen")) for m in OPT))
     row("E6", "Hermes-base / Accelerate, six-model mean, batch 1", 53.89,
         _mean(ratio(tps(m, "hermes_base"), tps(m, "accelerate")) for m in MODELS))
@@ -122,7 +124,8 @@ def rows(r: dict) -> list[dict]:
     row("E8d", "Hermes-host / FlexGen, six-model mean", 44.96,
         _mean(ratio(tps(m, "hermes_host"), tps(m, "flexgen")) for m in MODELS))
     row("E9a", f"Hermes / FlexGen, {BATCH_GRID}", 148.98,
-        _mean(ratio(tps(m, "hermes", b), tps(m, "flexgen", b)) for m in BATCH_MODELS for b in BATCHES))
+        _mean(ratio(tps(m, "hermes", b), tps(m, "flexgen", b)) for m in BATCH_MODELS for b in BATCHES),
+        note="reuses the FlexGen rate calibrated on E4b (OPT-66B, batch 1)")
     row("E9b", f"Hermes / Deja Vu, {BATCH_GRID}", 75.24,
         _mean(ratio(tps(m, "hermes", b), tps(m, "deja_vu", b)) for m in BATCH_MODELS for b in BATCHES))
     row("E10", f"Hermes / Hermes-host, {BATCH_GRID}", 7.17,
@@ -132,7 +135,7 @@ def rows(r: dict) -> list[dict]:
     row("E11", "batch with the smallest Hermes / Hermes-base gap (OPT mean)", 2, smallest, "batch")
     grows = [_mean(ratio(tps(m, "hermes", b), tps(m, "hermes_host", b)) for m in BATCH_MODELS) for b in BATCHES]
     row("E12", "Hermes / Hermes-host at batch 16 over batch 1 (grows: > 1)", None,
-        ratio(grows[-1], grows[0]), "x", "qualitative: the paper says the gap grows with the batch")
+        ratio(grows[-1], grows[0]), "x", "qualitative: the paper says the gap grows with the batch", kind="qualitative")
     a = lambda s1, s2: _mean(ratio(mlp(m, s1), mlp(m, s2)) for m in ABLATION_MODELS)
     row("A1", "MLP-block speedup, partition over random", 1.63, a("hermes_random", "hermes_partition"))
     row("A2", "MLP-block speedup, adjustment over partition", 1.33, a("hermes_partition", "hermes_adjustment"))
@@ -141,7 +144,8 @@ def rows(r: dict) -> list[dict]:
     row("A4b", "MLP-block speedup, layer-adjustment over partition", 1.11, a("hermes_partition", "hermes_layer_adjustment"))
     row("B1", "Deja Vu: PCIe share of decode time, OPT mean, batch 1", 0.89,
         _mean(r.get(key(m, "deja_vu"), {}).get("communication_fraction") for m in OPT), "fraction")
-    row("B2", "Deja Vu: MLP predictors' share of compute", 0.181, 0.181, "fraction", "an input (calibration), not a prediction")
+    row("B2", "Deja Vu: MLP predictors' share of compute", 0.181, 0.181, "fraction",
+        "an input (the spec's `dejavu_predictor_share`), not scored", kind="input")
     row("B3", "Hermes predictor overhead, LLaMA2-70B (paper: < 0.1%)", 0.001,
         h70.get("predictor", {}).get("overhead_fraction"), "fraction")
     row("B4", "Hermes-base LLaMA2-70B: NDP share of decode FC (paper: > 80%)", 0.80,
@@ -169,8 +173,18 @@ def rows(r: dict) -> list[dict]:
     row("S6b", "Hermes / TensorRT-LLM (5 x A100-40GB, tensor parallel), LLaMA2-70B, batch 16", 0.244, trt(16))
     row("N14", "LLaMA-7B neuron state table (KB)", 232.0, state_table_bytes(32, 4096 + 10.5 * 1024, 4) / 1024, "KB")
     for x in out:
-        x["error"] = (x["ours"] / x["paper"] - 1) if isinstance(x["ours"], (int, float)) and x["paper"] else None
+        scored = x["kind"] != "input" and isinstance(x["ours"], (int, float)) and x["paper"]
+        x["error"] = (x["ours"] / x["paper"] - 1) if scored else None
     return out
+
+
+def counts(rows_: list[dict]) -> str:
+    """How many rows are predictions and how many of those are within 10% of the paper."""
+    pred = [x for x in rows_ if x.get("kind", "prediction") == "prediction" and x["error"] is not None]
+    close = sum(abs(x["error"]) <= 0.10 for x in pred)
+    other = len(rows_) - len(pred)
+    return (f"{len(pred)} of the {len(rows_)} rows are predictions; {close} of them are within 10% of the paper. "
+            f"The other {other} are calibrated on the paper's row, inputs, qualitative or without a number.")
 
 
 MARKER = "<!-- written by hand below; run_hermes_ndp.py keeps it -->"
@@ -192,6 +206,8 @@ def markdown(data: dict) -> str:
              "| id | what | paper | ours | error | note |", "|---|---|---:|---:|---:|---|"]
     for x in data["rows"]:
         err = f"{x['error']:+.0%}" if x["error"] is not None else "-"
-        lines.append(f"| {x['id']} | {x['what']} | {_f(x['paper'])} | {_f(x['ours'])} | {err} | {x['note']} |")
+        ours = f"{_f(x['ours'])} (input)" if x.get("kind") == "input" else _f(x["ours"])
+        lines.append(f"| {x['id']} | {x['what']} | {_f(x['paper'])} | {ours} | {err} | {x['note']} |")
+    lines += ["", counts(data["rows"])]
     lines += ["", "Runs: " + str(len(data["runs"])) + " (`validation/hermes_ndp.json` keeps each run's report).", ""]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,8 @@ Models, chosen by the processor:
   (``seconds`` is then not ``max(compute_s, memory_s)``).
 * vector (other NPU kernels): ``flops`` at one FLOP per vector lane per
   cycle, see `_vector`.
+* gpu_kernel (a GPU with a `calibration` block): tiles in waves over the SMs at achieved
+  rates plus a per-kernel floor, see `gpu_kernel.py`; ``seconds`` includes ``launch_s``.
 
 ``Processor.count > 1`` means identical devices used together (tensor
 parallel): the work (FLOPs, bytes, systolic tiles) is divided evenly over them.
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from ...ir.errors import PimdslError
 from ...ir.hardware import Link, Processor
 from ...lowering.records import Kernel
+from .gpu_kernel import combine, gpu_kernel_parts
 
 # Where a kernel's dtype has no peak_flops entry, the peaks tried next, in order. A type only
 # falls back to units of the same or a wider type: narrow data (int4/int8/fp8 weights) is widened
@@ -54,14 +57,16 @@ class ModelError(PimdslError):
 @dataclass(frozen=True)
 class KernelTime:
     """The time of one kernel on one processor, with both roofs."""
-    seconds: float                 # max(compute_s, memory_s)
+    seconds: float                 # max(compute_s, memory_s) (+ launch_s)
     compute_s: float
     memory_s: float
-    bound: str                     # compute or memory (memory on a tie)
-    model: str                     # roofline, systolic or vector
+    bound: str                     # compute or memory (memory on a tie); launch when the floor is longer
+    model: str                     # roofline, systolic, vector or gpu_kernel
     peak_dtype: str | None = None  # roofline: the peak_flops entry used (after fallback)
     systolic_tiles: int = 0        # systolic: weight tiles of rows x cols
     systolic_cycles: int = 0       # systolic: cycles of the busiest array
+    launch_s: float = 0.0          # gpu_kernel: the per-kernel floor
+    tile: str = ""                 # gpu_kernel: the GEMM tile (and split-K) chosen
 
 
 def kernel_time(processor: Processor, kernel: Kernel) -> KernelTime:
@@ -69,6 +74,8 @@ def kernel_time(processor: Processor, kernel: Kernel) -> KernelTime:
     if kernel.flops < 0 or kernel.bytes < 0:
         raise ModelError(f"kernel '{kernel.op}' has negative work (flops {kernel.flops:g}, "
                          f"bytes {kernel.bytes:g})")
+    if processor.kind == "gpu" and processor.calibration is not None:
+        return _gpu(processor, kernel)
     memory_s = _memory_s(processor, kernel)
     if processor.kind == "npu" and kernel.kind in SYSTOLIC_KINDS and processor.systolic_arrays:
         return _systolic(processor, kernel, memory_s)
@@ -142,6 +149,21 @@ def _roofline(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTi
         share = min(kernel.threads, processor.cores) / processor.cores
     rate = processor.count * processor.peak_flops[dtype] * processor.efficiency * share
     return _done(kernel.flops / rate, memory_s, "roofline", peak_dtype=dtype)
+
+
+def _gpu(processor: Processor, kernel: Kernel) -> KernelTime:
+    """The measured GPU kernel model (gpu_kernel.py): ``launch_s + max(compute_s, memory_s)`` plus
+    the exposed share of the shorter roof."""
+    if kernel.bytes and processor.memory_bandwidth_bytes_per_s <= 0 and not kernel.bandwidth:
+        raise ModelError(f"gpu '{processor.name}' has no memory_bandwidth; kernel '{kernel.op}' moves "
+                         f"{kernel.bytes:g} bytes")
+    dtype = peak_dtype(processor, kernel.dtype) if kernel.flops else None
+    peak = processor.peak_flops[dtype] if dtype else 0.0
+    launch_s, compute_s, memory_s, tile = gpu_kernel_parts(processor, kernel, peak)
+    seconds = float(combine(processor, launch_s, compute_s, memory_s))
+    bound = "launch" if 2 * launch_s > seconds else "compute" if compute_s > memory_s else "memory"
+    return KernelTime(seconds, compute_s, memory_s, bound, "gpu_kernel", peak_dtype=dtype,
+                      launch_s=launch_s, tile=tile)
 
 
 def _shape(kernel: Kernel) -> tuple[int, int, int]:
