@@ -99,6 +99,16 @@ PIPELINE_SPLITS = ("micro_batches", "full_batch")
 # [NEUPIMS] Sec. 7.2) or none (tensor parallelism shards weights and heads only, as the authors'
 # simulator, which models no link between devices: [NEUPIMS_SIM] src/Simulator.cc).
 ALL_REDUCES = ("ring", "none")
+# Mapping parameter `interleave`: how the two sub-batches of sub-batch interleaving share the NPU and
+# PIM (the first is the default).
+# list: list scheduling of the two chains of segments, no barrier; the NPU's weight reads beside PIM
+#   work run at the read share for the whole of every NPU segment.
+# stages: lock-step stages (Figure 11(b)): each stage runs one sub-batch's NPU segments beside the
+#   other's attention and ends when both are done, as the authors' scheduler does ([NEUPIMS_SIM]
+#   src/scheduler/Scheduler.cc: a stage ends when its systolic-array and PIM programs both finish;
+#   stages A-F of src/scheduler/Scheduler.h); the NPU reads at the read share only while the PIM
+#   attention runs and at full bandwidth after it (`stage_seconds`).
+INTERLEAVES = ("list", "stages")
 
 
 def _fail(system: System, message: str, hint: str | None = None):
@@ -114,6 +124,11 @@ class Segment:
     flops: float = 0.0            # systolic / tensor FLOPs (NPU utilisation)
     dram_bytes: float = 0.0       # the processor's DRAM traffic (bandwidth utilisation)
     pim_busy_s: float = 0.0       # PIM: busy time summed over the channels (PIM utilisation)
+    alone_s: float | None = None  # NPU: seconds without PIM work beside it (None: `seconds`)
+
+    @property
+    def alone(self) -> float:
+        return self.seconds if self.alone_s is None else self.alone_s
 
 
 class DeviceCosts:
@@ -138,6 +153,7 @@ class DeviceCosts:
         # cost anything (see PIPELINE_SPLITS and ALL_REDUCES)
         self.pipeline = self._choice("pipeline", PIPELINE_SPLITS)
         self.all_reduce = self._choice("all_reduce", ALL_REDUCES)
+        self.interleave = self._choice("interleave", INTERLEAVES)
         if self.pp > 1 and self.link is None and self.pipeline == "micro_batches":
             _fail(system, f"pp = {self.pp} micro-batches need a link between the stages", "add a link to the system")
         if self.tp > 1 and self.link is None and self.all_reduce != "none":
@@ -493,11 +509,13 @@ class DeviceCosts:
         share = self.read_share if s.sub_batches > 1 else 1.0
         work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
         # only attention depends on the context lengths: the other segments are timed once per batch size
-        key = (bsz, share)
-        if key not in self._by_batch:
-            self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, share) for op in work[name]])
-                                   for name in ("qkv", "proj", "ffn")}
-        on_npu = self._by_batch[key]
+        for key in {(bsz, share), (bsz, 1.0)}:
+            if key not in self._by_batch:
+                self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
+                                       for name in ("qkv", "proj", "ffn")}
+        alone = self._by_batch[(bsz, 1.0)]
+        on_npu = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
+                  for name, seg in self._by_batch[(bsz, share)].items()}
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
