@@ -378,8 +378,14 @@ class DeviceCosts:
         its instructions issue in batch order at `pim_issue_rate`, a request starts once its first
         instruction has issued and its channel is free, and the next group starts when this one's
         last channel finishes. K.q's groups, then s.V's. Left out: the boundary request two
-        groups share and the ~40-cycle tail between groups."""
+        groups share and the ~40-cycle tail between groups.
+
+        `pim_dispatch = batch` is the same with the whole (sub-)batch as one group, as the authors'
+        simulator ran ([NEUPIMS_RUNS]: its logs show one PIM tile per attention op): the batch's
+        instructions issue in channel-major order, so a channel's work starts only once the
+        instructions of the channels before it have issued, and s.V starts after all of K.q."""
         p = self.processor
+        budget = p.scratchpad_bytes if p.pim_dispatch == "grouped" else np.inf
         order = np.argsort(np.asarray(channel_of), kind="stable")
         seq, chan = np.asarray(seq_lens, dtype=np.int64)[order], np.asarray(channel_of)[order]
         t, n = self.tile_seconds, self.tile_instructions
@@ -396,7 +402,7 @@ class DeviceCosts:
         for busy, instructions, nbytes in phases:
             i = 0
             while i < len(seq):
-                j = i + max(1, int(np.searchsorted(np.cumsum(nbytes[i:]), p.scratchpad_bytes, side="right")))
+                j = i + max(1, int(np.searchsorted(np.cumsum(nbytes[i:]), budget, side="right")))
                 issued = np.cumsum(instructions[i:j]) * per_instruction      # when each request's last one issues
                 first = np.concatenate(([0.0], issued[:-1]))
                 free: dict[int, float] = {}
@@ -484,6 +490,12 @@ class DeviceCosts:
         memory = nbytes / (p.count * p.memory_bandwidth_bytes_per_s)
         return Segment(op.name, "npu", max(compute, memory), op.flops, nbytes)
 
+    def host_ops(self, seq_lens: np.ndarray) -> dict[str, list[Segment]]:
+        """Every host op of one layer for a (sub-)batch, by segment (qkv, mha, proj, ffn), each
+        timed alone on the processor (no PIM beside it): what `layer` sums."""
+        work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
+        return {name: [self._op(op) for op in ops] for name, ops in work.items()}
+
     @staticmethod
     def _merge(name: str, resource: str, parts: list[Segment]) -> Segment:
         return Segment(name, resource, sum(s.seconds for s in parts), sum(s.flops for s in parts),
@@ -520,8 +532,8 @@ class DeviceCosts:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
             # the busiest channel, or the processor issuing every channel's instructions; or its
-            # request groups one at a time (`pim_dispatch = grouped`)
-            pim_s = (self.grouped_pim_seconds(seq_lens, channel_of) if self.processor.pim_dispatch == "grouped"
+            # request groups one at a time (`pim_dispatch = grouped`, or the whole batch as one: `batch`)
+            pim_s = (self.grouped_pim_seconds(seq_lens, channel_of) if self.processor.pim_dispatch != "overlapped"
                      else max(float(loads.max()), self.mha_issue_seconds(seq_lens)))
             # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
             mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
