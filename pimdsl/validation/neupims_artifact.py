@@ -25,23 +25,24 @@ from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..loops.iteration_serving import schedule_chains, stage_schedule, sub_batch_groups
 from ..loops.layer_segments import SERVING_STRATEGIES, DeviceCosts
-from .neupims_serving import PHYSICAL, SERIAL_GEMVS, SIMULATOR
+from .neupims_serving import AS_RUN, MAIN_CORE, PHYSICAL, SERIAL_GEMVS, SIMULATOR
 
 REFERENCE = Path(__file__).resolve().parents[2] / "validation" / "reference" / "neupims_artifact"
 
-# How the artifact computes, on top of SIMULATOR (full batch per device, no link, in-order GEMMs,
-# Newton's channel-blocked controller with per-step GEMVs for NPU+PIM): the two sub-batches run in
-# lock-step stages A-F ([NEUPIMS_SIM] src/scheduler/Scheduler.h), and a (sub-)batch's attention is
-# one PIM tile per GEMV phase, its instructions in channel-major batch order, s.V after all of K.q
-# ([NEUPIMS_RUNS] logs: one PIM tile per attention op; [NEUPIMS_SIM] src/Simulator.cc, a new PIM
-# tile only when the core has none, src/scheduler/Scheduler.cc group_sub_batches, channel by channel).
-ARTIFACT = (*SIMULATOR, "mapping.params.interleave=stages", "neupims_npu.pim_dispatch=batch")
+# How the artifact computes: SIMULATOR (full batch per device, no link, in-order GEMMs, Newton's
+# per-channel blocking with per-step GEMVs for NPU+PIM) and AS_RUN of neupims_serving: the two
+# sub-batches in lock-step stages A-F ([NEUPIMS_SIM] src/scheduler/Scheduler.h), and a (sub-)batch's
+# attention as one PIM tile per GEMV phase, its instructions in channel-major batch order, s.V after
+# all of K.q ([NEUPIMS_RUNS] logs: one PIM tile per attention op; [NEUPIMS_SIM] src/Simulator.cc, a
+# new PIM tile only when the core has none; src/scheduler/Scheduler.cc group_sub_batches, channel by
+# channel).
+ARTIFACT = (*SIMULATOR, *AS_RUN)
 # What each branch's core does beyond that. `main` moves a whole PIM tile into the channel queues in
 # one cycle ([NEUPIMS_SIM] main:src/NeuPIMSystolicWS.cc, pim_ld_queue_cycle loops `while`): no issue
 # limit. `npu+pim` pops one PIM instruction a cycle (the spec's pim_issue_rate = 1, the same function
 # with `if`). `npu-only` issues decode attention as per-request, per-head GEMVs, each preload after the
 # previous instruction ([NEUPIMS_SIM] npu-only:src/SystolicWS.cc, src/operations/FusedMHA.cc).
-BRANCH = {"main": ("neupims_npu.pim_issue_rate=0",), "npu+pim": (), "npu-only": (SERIAL_GEMVS,)}
+BRANCH = {"main": (MAIN_CORE,), "npu+pim": (), "npu-only": (SERIAL_GEMVS,)}
 # The physical model (the bundled specs' defaults) on the same step: overlapped GEMMs, serial PIM
 # phases, fused GEMVs, ring all-reduces on the assumed link, list-scheduled sub-batches.
 PHYSICAL_STEP = PHYSICAL
