@@ -611,7 +611,7 @@ class HardwareBuilder:
             systolic_issue=sa.choice("issue", ("overlapped", "in_order"), "overlapped") if sa else "overlapped",
             systolic_gemv_issue=sa.choice("gemv_issue", ("overlapped", "serial"), "overlapped") if sa else "overlapped",
             span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0),
-            pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped"), "overlapped"),
+            pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped", "batch"), "overlapped"),
             scratchpad_bytes=r.bytes("scratchpad", 0), calibration=self.calibration(node, r),
             active_power_w=r.quantity("active_power", U.POWER, 0.0), idle_power_w=r.quantity("idle_power", U.POWER, 0.0))
         for sub in (sa, vu):

@@ -282,6 +282,7 @@ class Processor:
     pim_issue_rate: int = field(default=0, metadata={"json": "omit_default"})
     # how the processor dispatches PIM work: overlapped (every request's instructions as one stream)
     # or grouped (one request group in flight, groups cut by the scratchpad: loops/layer_segments.py)
+    # or batch (the whole (sub-)batch as one group)
     pim_dispatch: str = field(default="overlapped", metadata={"json": "omit_default"})
     scratchpad_bytes: int = field(default=0, metadata={"json": "omit_default"})
     # overlapped (GEMVs pipelined like GEMM tiles) or serial (each GEMV's preloads wait for the

@@ -49,7 +49,7 @@ from ..ir.errors import CompileError
 from ..serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
 from ..serving.requests import requests_for
 from ..serving.scheduler import IterationScheduler, PagedKVCache
-from .layer_segments import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
+from .layer_segments import ALL_REDUCES, INTERLEAVES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
 
@@ -60,7 +60,8 @@ STRATEGIES = tuple(SERVING_STRATEGIES)
 PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
           "gpu": "the processor of the gpu_only strategy",
           "pipeline": "how pp stages share the work: " + " or ".join(PIPELINE_SPLITS),
-          "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES)}
+          "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES),
+          "interleave": "how the two sub-batches share NPU and PIM: " + " or ".join(INTERLEAVES)}
 OP_CLASSES: tuple[str, ...] = ()
 LINKS = 1
 PROGRESS = "requests"          # what `progress(done, total)` counts (pimc run's bar)
@@ -176,6 +177,55 @@ def schedule_chains(chains: list[list[Segment]], layers: int, blocked: bool = Fa
         pos[i] += 1
 
 
+def stage_seconds(npu: list[Segment], pim: Segment | None) -> float:
+    """One lock-step stage (`interleave = stages`): `npu`, one sub-batch's NPU (and link) segments
+    in order, beside `pim`, the other's attention; the stage ends when both are done. The NPU's
+    weight reads run at the read share while the attention runs (its segments take `seconds`)
+    and alone after it (`alone`): with A the NPU work alone and S beside PIM, P the attention,
+    the stage is P when S <= P, else P + A (1 - P / S)."""
+    alone = sum(seg.alone for seg in npu)
+    shared = sum(seg.seconds for seg in npu)
+    p = pim.seconds if pim is not None else 0.0
+    if p <= 0.0 or shared <= 0.0:
+        return max(alone, p)
+    return p if shared <= p else p + alone * (1.0 - p / shared)
+
+
+def stage_schedule(chains: list[list[Segment]], layers: int, record=None) -> tuple[float, dict[str, float]]:
+    """`layers` layers of two sub-batches' chains in the lock-step stages of sub-batch interleaving
+    (Figure 11(b); [NEUPIMS_SIM] src/scheduler/Scheduler.h, stages A-F): A = QKV(1); B = QKV(2) ||
+    MHA(1); then per further layer C = rest(1) + QKV(1) || MHA(2) and D = rest(2) + QKV(2) || MHA(1),
+    "rest" being the segments after attention; E = rest(1) || MHA(2); F = rest(2). The makespan is
+    A + B + (C + D)(layers - 1) + E + F; also returns each stage's seconds. `record(chain, layer,
+    segment, start, end)` sees every segment (placed back to back from its stage's start)."""
+    if len(chains) != 2 or any(len(c) != len(chains[0]) for c in chains):
+        raise ValueError("lock-step stages need two sub-batches with the same segments")
+    at = next(i for i, seg in enumerate(chains[0]) if seg.resource == "pim")
+    qkv, mha, rest = [c[:at] for c in chains], [c[at] for c in chains], [c[at + 1:] for c in chains]
+    plan = {"A": ([(0, qkv[0])], None), "B": ([(1, qkv[1])], 0),
+            "C": ([(0, rest[0]), (0, qkv[0])], 1), "D": ([(1, rest[1]), (1, qkv[1])], 0),
+            "E": ([(0, rest[0])], 1), "F": ([(1, rest[1])], None)}
+    stages = {name: stage_seconds([seg for _, segs in parts for seg in segs],
+                                  mha[other] if other is not None else None) for name, (parts, other) in plan.items()}
+    order = ["A", "B"] + ["C", "D"] * (layers - 1) + ["E", "F"]
+    if record is not None:
+        clock, layer = 0.0, [0, 0]
+        for name in order:
+            parts, other = plan[name]
+            if other is not None:
+                record(other, layer[other], mha[other], clock, clock + mha[other].seconds)
+            t = clock
+            for chain, segs in parts:
+                for seg in segs:
+                    record(chain, layer[chain], seg, t, t + seg.seconds)
+                    t += seg.seconds
+                if segs is rest[chain]:
+                    layer[chain] += 1
+            clock += stages[name]
+    total = stages["A"] + stages["B"] + (layers - 1) * (stages["C"] + stages["D"]) + stages["E"] + stages["F"]
+    return total, stages
+
+
 def simulate(system: System, progress=None, timeline: bool = False) -> ServingResult:
     strategy = SERVING_STRATEGIES[system.mapping.strategy]
     costs = DeviceCosts(system, strategy)
@@ -260,21 +310,16 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
     for mb in np.array_split(np.arange(len(decode)), stages):
         if not len(mb):
             continue
-        if s.sub_batches > 1:
-            # each channel's requests in batch order, then Algorithm 3 over the channels
-            by_channel = mb[np.argsort(chans[mb], kind="stable")]
-            counts = np.bincount(chans[mb], minlength=costs.channels)
-            halves = partition_sub_batches(np.split(by_channel, np.cumsum(counts)[:-1]))
-            groups = [np.sort(np.array([i for chnl in half for i in chnl], dtype=np.int64)) for half in halves]
-            groups = [g for g in groups if len(g)]
-        else:
-            groups = [mb]
+        groups = sub_batch_groups(costs, mb, chans)
         chains = [costs.layer(seqs[g], chans[g]) for g in groups]
         record = None
         if intervals is not None:
             record = _recorder(costs, intervals, index, at)
-        seconds = schedule_chains(chains, costs.layers, blocked=s.pim and s.row_buffers == "single",
-                                  record=record)
+        if len(chains) == 2 and costs.interleave == "stages":
+            seconds = stage_schedule(chains, costs.layers, record)[0]
+        else:
+            seconds = schedule_chains(chains, costs.layers, blocked=s.pim and s.row_buffers == "single",
+                                      record=record)
         seconds += costs.pipeline_send(len(mb)) if stages > 1 else 0.0
         at += seconds
         totals.seconds += seconds
@@ -285,6 +330,19 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
             for seg in chain:
                 totals.busy_s[seg.resource] = totals.busy_s.get(seg.resource, 0.0) + costs.layers * seg.seconds
     return totals
+
+
+def sub_batch_groups(costs: DeviceCosts, mb: np.ndarray, chans: np.ndarray) -> list[np.ndarray]:
+    """The sub-batches of the requests `mb` (indices into `chans`, their channels): with
+    sub-batch interleaving each channel's requests in batch order, halved by Algorithm 3 over the
+    channels; else the one batch."""
+    if costs.strategy.sub_batches <= 1:
+        return [mb]
+    by_channel = mb[np.argsort(chans[mb], kind="stable")]
+    counts = np.bincount(chans[mb], minlength=costs.channels)
+    halves = partition_sub_batches(np.split(by_channel, np.cumsum(counts)[:-1]))
+    groups = [np.sort(np.array([i for chnl in half for i in chnl], dtype=np.int64)) for half in halves]
+    return [g for g in groups if len(g)]
 
 
 def _recorder(costs: DeviceCosts, intervals: list, index: int, offset: float):

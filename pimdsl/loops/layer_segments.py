@@ -99,6 +99,16 @@ PIPELINE_SPLITS = ("micro_batches", "full_batch")
 # [NEUPIMS] Sec. 7.2) or none (tensor parallelism shards weights and heads only, as the authors'
 # simulator, which models no link between devices: [NEUPIMS_SIM] src/Simulator.cc).
 ALL_REDUCES = ("ring", "none")
+# Mapping parameter `interleave`: how the two sub-batches of sub-batch interleaving share the NPU and
+# PIM (the first is the default).
+# list: list scheduling of the two chains of segments, no barrier; the NPU's weight reads beside PIM
+#   work run at the read share for the whole of every NPU segment.
+# stages: lock-step stages (Figure 11(b)): each stage runs one sub-batch's NPU segments beside the
+#   other's attention and ends when both are done, as the authors' scheduler does ([NEUPIMS_SIM]
+#   src/scheduler/Scheduler.cc: a stage ends when its systolic-array and PIM programs both finish;
+#   stages A-F of src/scheduler/Scheduler.h); the NPU reads at the read share only while the PIM
+#   attention runs and at full bandwidth after it (`stage_seconds`).
+INTERLEAVES = ("list", "stages")
 
 
 def _fail(system: System, message: str, hint: str | None = None):
@@ -114,6 +124,11 @@ class Segment:
     flops: float = 0.0            # systolic / tensor FLOPs (NPU utilisation)
     dram_bytes: float = 0.0       # the processor's DRAM traffic (bandwidth utilisation)
     pim_busy_s: float = 0.0       # PIM: busy time summed over the channels (PIM utilisation)
+    alone_s: float | None = None  # NPU: seconds without PIM work beside it (None: `seconds`)
+
+    @property
+    def alone(self) -> float:
+        return self.seconds if self.alone_s is None else self.alone_s
 
 
 class DeviceCosts:
@@ -138,6 +153,7 @@ class DeviceCosts:
         # cost anything (see PIPELINE_SPLITS and ALL_REDUCES)
         self.pipeline = self._choice("pipeline", PIPELINE_SPLITS)
         self.all_reduce = self._choice("all_reduce", ALL_REDUCES)
+        self.interleave = self._choice("interleave", INTERLEAVES)
         if self.pp > 1 and self.link is None and self.pipeline == "micro_batches":
             _fail(system, f"pp = {self.pp} micro-batches need a link between the stages", "add a link to the system")
         if self.tp > 1 and self.link is None and self.all_reduce != "none":
@@ -362,8 +378,14 @@ class DeviceCosts:
         its instructions issue in batch order at `pim_issue_rate`, a request starts once its first
         instruction has issued and its channel is free, and the next group starts when this one's
         last channel finishes. K.q's groups, then s.V's. Left out: the boundary request two
-        groups share and the ~40-cycle tail between groups."""
+        groups share and the ~40-cycle tail between groups.
+
+        `pim_dispatch = batch` is the same with the whole (sub-)batch as one group, as the authors'
+        simulator ran ([NEUPIMS_RUNS]: its logs show one PIM tile per attention op): the batch's
+        instructions issue in channel-major order, so a channel's work starts only once the
+        instructions of the channels before it have issued, and s.V starts after all of K.q."""
         p = self.processor
+        budget = p.scratchpad_bytes if p.pim_dispatch == "grouped" else np.inf
         order = np.argsort(np.asarray(channel_of), kind="stable")
         seq, chan = np.asarray(seq_lens, dtype=np.int64)[order], np.asarray(channel_of)[order]
         t, n = self.tile_seconds, self.tile_instructions
@@ -380,7 +402,7 @@ class DeviceCosts:
         for busy, instructions, nbytes in phases:
             i = 0
             while i < len(seq):
-                j = i + max(1, int(np.searchsorted(np.cumsum(nbytes[i:]), p.scratchpad_bytes, side="right")))
+                j = i + max(1, int(np.searchsorted(np.cumsum(nbytes[i:]), budget, side="right")))
                 issued = np.cumsum(instructions[i:j]) * per_instruction      # when each request's last one issues
                 first = np.concatenate(([0.0], issued[:-1]))
                 free: dict[int, float] = {}
@@ -474,6 +496,12 @@ class DeviceCosts:
         memory = nbytes / (p.count * p.memory_bandwidth_bytes_per_s)
         return Segment(op.name, "npu", max(compute, memory), op.flops, nbytes)
 
+    def host_ops(self, seq_lens: np.ndarray) -> dict[str, list[Segment]]:
+        """Every host op of one layer for a (sub-)batch, by segment (qkv, mha, proj, ffn), each
+        timed alone on the processor (no PIM beside it): what `layer` sums."""
+        work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
+        return {name: [self._op(op) for op in ops] for name, ops in work.items()}
+
     @staticmethod
     def _merge(name: str, resource: str, parts: list[Segment]) -> Segment:
         return Segment(name, resource, sum(s.seconds for s in parts), sum(s.flops for s in parts),
@@ -499,17 +527,19 @@ class DeviceCosts:
         share = self.read_share if s.sub_batches > 1 else 1.0
         work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
         # only attention depends on the context lengths: the other segments are timed once per batch size
-        key = (bsz, share)
-        if key not in self._by_batch:
-            self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, share) for op in work[name]])
-                                   for name in ("qkv", "proj", "ffn")}
-        on_npu = self._by_batch[key]
+        for key in {(bsz, share), (bsz, 1.0)}:
+            if key not in self._by_batch:
+                self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
+                                       for name in ("qkv", "proj", "ffn")}
+        alone = self._by_batch[(bsz, 1.0)]
+        on_npu = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
+                  for name, seg in self._by_batch[(bsz, share)].items()}
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
             # the busiest channel, or the processor issuing every channel's instructions; or its
-            # request groups one at a time (`pim_dispatch = grouped`)
-            pim_s = (self.grouped_pim_seconds(seq_lens, channel_of) if self.processor.pim_dispatch == "grouped"
+            # request groups one at a time (`pim_dispatch = grouped`, or the whole batch as one: `batch`)
+            pim_s = (self.grouped_pim_seconds(seq_lens, channel_of) if self.processor.pim_dispatch != "overlapped"
                      else max(float(loads.max()), self.mha_issue_seconds(seq_lens)))
             # Figure 10: dual row buffers let softmax run under the GEMVs; blocked PIM serialises
             mha_s = max(pim_s, softmax.seconds) if s.row_buffers == "dual" else pim_s + softmax.seconds
