@@ -198,3 +198,26 @@ def test_all_reduce_within_15_percent_over_1_mib():
     sr = [abs(send_recv_time(links[name], s) / t - 1) for topology, (name, _) in G.TOPOLOGIES.items()
           for n, s, t in G.network_series(network, topology, "send_recv") if s >= G.MB]
     assert np.median(sr) <= 0.15
+
+
+def test_l3_layer_on_the_measured_gpu_is_its_kernels_plus_two_all_reduces():
+    """The sub-batch loop's layer price on a calibrated A100: the four projections and the six
+    element-wise kernels of one GPU's share, each by the kernel model, plus two ring all-reduces."""
+    from pimdsl.loops import dimm_pim_costs as dc
+    from pimdsl.loops.sub_batch_serving import setup
+    spec, diags = load_spec(str(ROOT / "specs/systems/l3_gpt3_175b.pim"), [])
+    assert spec is not None, diags.render_all()
+    _, costs, *_ = setup(next(iter(spec.systems.values())))
+    processors, links = devices()
+    a100, link = dataclasses.replace(processors["a100_sxm_80gb"], count=1), links["a100_nvswitch"]
+    measured = dc.Costs(dataclasses.replace(costs.hw, gpu=a100, nvlink=link), costs.shape)
+    tp, h, m = costs.hw.tp, costs.shape.hidden, 48
+    f = 4 * h                                    # GPT-3: not gated, 4x FFN, heads x head_dim = hidden
+    want = sum(kernel_time(a100, op_kernel("gemm", (m, n, k), a100.name, tp=tp, split=split)).seconds
+               for n, k, split in ((3 * h, h, "n"), (h, h, "k"), (f, h, "n"), (h, f, "k")))
+    want += sum(kernel_time(a100, op_kernel(op, (m, w), a100.name, tp=tp)).seconds
+                for op, w in (("rmsnorm", h), ("rmsnorm", h), ("rotary", 2 * h), ("gelu", f), ("add", h), ("add", h)))
+    want += 2 * all_reduce_time(link, m * h * 2, tp) if tp > 1 else 0.0
+    assert measured.fc(m) == pytest.approx(want)
+    assert measured.fc(0) == 0.0
+    assert measured.fc(m) > costs.fc(m)          # achieved rates and floors: slower than the nominal roofline
