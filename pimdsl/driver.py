@@ -54,13 +54,13 @@ def run_loaded(system, fast: bool = True, manager=None, progress=None, timeline:
 
 
 def _at_sets(exc: PimdslError, system):
-    """A region that proved too small while running, also reported at each `--set` that changed its
-    room (a memory's channels, its part's organization, the region's size)."""
-    spans = {one.span for one in exc.all() if one.span is not None}
+    """A memory or region that proved too small while running, also reported at each `--set` that
+    changed its room (a memory's channels or ranks, its part's organization, a region's size)."""
+    errors = {one.span: one for one in exc.all() if one.span is not None}
     for memory in system.memories:
-        for region in memory.regions:
-            if region.span in spans:
-                for where in region.set_by:
-                    yield PimdslError(f"with this, region '{region.name}' of memory '{memory.name}' is too small "
-                                      f"({region.span}: {exc.message})", where,
-                                      "undo or soften this --set, or --set the region's size too")
+        for holder, label in ((memory, f"memory '{memory.name}'"),
+                              *((r, f"region '{r.name}' of memory '{memory.name}'") for r in memory.regions)):
+            one = errors.get(holder.span)
+            for where in (holder.set_by if one is not None else ()):
+                yield PimdslError(f"this --set changed the room of {label}: {one.message} ({one.span})", where,
+                                  "undo or soften this --set, or --set the sizes it leaves too small")

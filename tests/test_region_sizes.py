@@ -129,8 +129,8 @@ def test_a_model_that_no_longer_fits_names_the_set(capsys):
     path = SPECS / "systems" / "pim_sherpa_llama3_2_3b.pim"
     assert main(["run", str(path), "--set", "memory.s24_lpddr5x.channels=2"]) == 1
     err = capsys.readouterr().err
-    assert "--set memory.s24_lpddr5x.channels=2:1:1: error: with this, region 'pim_weights' of memory " \
-           "'s24_lpddr5x' is too small" in err
+    assert "--set memory.s24_lpddr5x.channels=2:1:1: error: this --set changed the room of region 'pim_weights' " \
+           "of memory 's24_lpddr5x': weight L14.gate_proj (48.0 MiB) does not fit in pim_weights" in err
     assert "memory.s24_lpddr5x.channels=2\n    ^^^" in err
     assert "galaxy_s24p.pim:242:3: error: weight" in err and "Traceback" not in err
 

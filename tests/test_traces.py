@@ -107,3 +107,12 @@ def test_request_lines_give_every_burst_or_each_kernels_share():
     capped = [int(l.split()[0], 16) for l in request_lines(memory, allocs, 6)]
     # shares by bytes: 10/13, 2/13, 1/13 of 6 -> 4, 0, 0 rounded down, the 2 left to the first kernels
     assert capped == [0, 32, 64, 96, 128, 4096]
+
+
+def test_ops_of_one_shape_share_their_cycles_but_print_their_own_names():
+    memory, program, shape, _ = _neupims("attn_score", seq=2048, heads=16, dim=128)
+    key = ("test", "attn_score", 2048)
+    texts = ["".join(timed_chunks(memory, placed(memory, program, shape, args=True), op, key)) for op in ("a", "b")]
+    first, second = ([l.split() for l in t.splitlines()] for t in texts)
+    assert [l[:-1] for l in first] == [l[:-1] for l in second]
+    assert {l[-1] for l in second} == {"b"} and any(l[8] == "REF" for l in second)

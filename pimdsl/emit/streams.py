@@ -5,10 +5,11 @@ count, and the commands of its first iteration indented below it (later
 iterations differ only in rows, columns and payloads). `timed_chunks`
 writes every placed command (PimWork.placed: no Loop or Command objects)
 with its exact issue cycle (each op from an idle device, its own timing;
-`pimc run` then carries the refresh phase from op to op) and each refresh the timer takes as a REF line with its cycle, by one
-%-format per issue site. Both print each command's arguments besides its
-places with their values (the issue's own, so a GEMV's `k` is the one its
-timing rules read), and an announcing command's `estimate`. `request_lines` is the host
+`pimc run` then carries the refresh phase from op to op) and each refresh
+the timer takes as a REF line with its cycle, by one %-format per issue
+site. Both print each command's arguments besides its places with their
+values (the issue's own, so a GEMV's `k` is the one its timing rules read),
+and an announcing command's `estimate`. `request_lines` is the host
 kernels' weight traffic as DRAMsim3 requests. All are generators of text
 that a template streams to disk in chunks of lines (a template expression
 per line would cost more than timing the command). Ops of one stream shape
@@ -110,7 +111,7 @@ def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator
     yield from walk(items, depth)
 
 
-_CYCLES: dict[tuple, tuple] = {}           # (memory id, key) -> (memory, issue cycles, refreshes)
+_CYCLES: dict[tuple, tuple] = {}           # (memory id, key) -> (memory, issue cycles, refreshes, REF decl)
 MAX_CACHED_CYCLES = 50_000_000             # 400 MB of cycles at most
 
 
@@ -129,9 +130,10 @@ def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | N
         timer = make_timer(memory, pim.commands, pim.rules, pim.windows, refresh=refresh_policy(memory),
                            record_refreshes=True)
         cycles, refreshes = array("q"), []          # refreshes: (position of the command after, unit, cycle)
-        ref = _ref_format(timer, channel, op)
+        ref_decl = timer.tables.commands[timer.ref] if timer.ref is not None else None
     else:
-        _, cycles, refreshes, ref = cached
+        _, cycles, refreshes, ref_decl = cached
+    ref = _ref_format(ref_decl, channel, op)
     done, next_ref = 0, 0
     for chunk in placed:
         if fresh:
@@ -157,12 +159,11 @@ def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | N
         done += len(chunk)
         yield "".join(lines)
     if fresh and key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
-        _CYCLES[(id(memory), key)] = (memory, cycles, refreshes, ref)
+        _CYCLES[(id(memory), key)] = (memory, cycles, refreshes, ref_decl)
 
 
-def _ref_format(timer: CommandTimer, channel: int, op: str) -> str:
+def _ref_format(decl, channel: int, op: str) -> str:
     """A refresh's line: its cycle and refresh unit (rank or pseudo-channel, by the REF's scope)."""
-    decl = timer.tables.commands[timer.ref] if timer.ref is not None else None
     name, scope = (decl.name, decl.scope) if decl is not None else ("REF", "-")
     return f"%s {channel} {_escaped(scope)} - - - - - {_escaped(name)} unit=%s refresh {_escaped(op)}\n"
 

@@ -383,7 +383,7 @@ class HardwareBuilder:
             interleave_bytes=r.bytes("interleave", org.access_bytes),
             capacity_bytes=capacity,
             peak_bandwidth_bytes_per_s=part.data_rate_tps * org.bus_width_bits / 8 * org.channels * org.pseudo_channels,
-            controller=controller, regions=regions, pim=pim, pim_units=units, span=node.span)
+            controller=controller, regions=regions, pim=pim, pim_units=units, span=node.span, set_by=tuple(sets))
         r.finish()
         return memory
 

@@ -237,6 +237,7 @@ class Memory:
     pim: PimUnit | None
     pim_units: int                # derived: PIM units in one instance
     span: Span = field(compare=False, repr=False)
+    set_by: tuple[Span, ...] = field(default=(), compare=False, repr=False)   # `--set`s that changed its size
 
 
 @dataclass(frozen=True)
