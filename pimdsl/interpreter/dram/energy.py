@@ -18,6 +18,7 @@ the way the compiled core (`core._track_rows`) does for its replays.
 """
 from __future__ import annotations
 
+from ...ir.errors import PimdslError
 from ...ir.hardware import DramSpec, Organization
 from .tables import BANK
 
@@ -26,7 +27,7 @@ RANK = 2                           # the hierarchy level whose standby current c
 DOMAINS = (("VDD", "IDD"), ("VPP", "IPP"))
 
 
-class EnergyUnavailable(Exception):
+class EnergyUnavailable(PimdslError):
     """The part's currents do not cover what the replay issued (the timing stands; the energy is None)."""
 
 

@@ -125,8 +125,12 @@ def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: 
             read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
             commands={k: v * n_ch for k, v in one.commands.items()},
             active_rank_cycles=one.active_rank_cycles * n_ch)
-    else:
-        result = _replay(memory, trace, n_ch, record_commands, engine)
+        return _with_energy(memory, result, n_ch)
+    return _replay(memory, trace, n_ch, record_commands, engine)
+
+
+def _with_energy(memory: Memory, result: ReplayResult, n_ch: int) -> ReplayResult:
+    """`result` with its energy (energy.dram_energy_pj), or the reason it has none."""
     org = memory.organization
     result.rank_cycles = result.cycles * n_ch * org.pseudo_channels * org.ranks
     try:
@@ -135,7 +139,7 @@ def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: 
         if result.energy_pj is None:
             result.energy_note = f"{memory.part.name} declares no currents (a power block)"
     except EnergyUnavailable as exc:
-        result.energy_note = str(exc)
+        result.energy_note = exc.message
     return result
 
 
@@ -159,8 +163,11 @@ def _channel_zero(trace: Trace, n_ch: int) -> Trace:
 
 def _replay(memory: Memory, trace: Trace, n_ch: int, record_commands: bool = False,
             engine: str = "python") -> ReplayResult:
-    if engine == "compiled":
-        return _replay_compiled(memory, trace, n_ch, record_commands)
+    replay_with = _replay_compiled if engine == "compiled" else _replay_python
+    return _with_energy(memory, replay_with(memory, trace, n_ch, record_commands), n_ch)
+
+
+def _replay_python(memory: Memory, trace: Trace, n_ch: int, record_commands: bool) -> ReplayResult:
     tables = request_tables(memory)
     # the reference loop indexes Python lists (a numpy element is a slower, different kind of int)
     arrival, channel, is_write, bank, row = (_as_list(c) for c in (trace.arrival, trace.channel, trace.is_write,
