@@ -106,8 +106,8 @@ def time_case(args: list[str], runs: int, command: str = "run") -> tuple[list[fl
         env = {k: v for k, v in os.environ.items() if k not in ("PIMDSL_TIMING_CACHE", "NUMBA_CACHE_DIR")}
         env["PIMDSL_CACHE"] = cache
         for _ in range(runs):
-            with tempfile.TemporaryDirectory() as out:
-                trace = Path(out) / "1k.trace"
+            with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as inputs:
+                trace = Path(inputs) / "1k.trace"
                 trace.write_text("".join(TRACE_1K.read_text().splitlines(keepends=True)[:1000]))
                 argv = [*args, "-o", out] if command == "compile" else [*args, "--json"] if command == "run" else \
                     [a.format(trace_1k=trace) for a in args]
