@@ -222,7 +222,9 @@ def side_by_side(args) -> int:
     sims = {name: Path(path).resolve() for name, path in (("DRAMsim3", args.dramsim3), ("Ramulator2", args.ramulator2))
             if path}
     cases = [c for c in SIDE_BY_SIDE if not args.only or c[0] in args.only]
-    rows = []
+    json_path = Path(args.json or ROOT / "benchmarks" / "results" / "dram_side_by_side.json")
+    # rows of earlier runs that this one does not measure are kept (a long run can be done in parts)
+    rows = json.loads(json_path.read_text())["rows"] if json_path.exists() else []
     for label, config, pattern in cases:
         for n in (int(x) for x in args.sizes.split(",")):
             trace = _generated(ref, work, config, pattern, n, "dramsim3")
@@ -248,18 +250,24 @@ def side_by_side(args) -> int:
             for what in ("wall_s", "cpu_s"):
                 median = row[f"{what}_median"]
                 row[f"ratio_{what}"] = {k: round(v / median["pimdsl"], 2) for k, v in median.items() if k != "pimdsl"}
-            rows.append(row)
+            rows = [r for r in rows if (r["case"], r["requests"]) != (label, n)] + [row]
+            _write_side_by_side(json_path, {"machine": machine(), "runs": args.runs,
+                                             "simulators": {k: str(v) for k, v in sims.items()}, "rows": rows})
             print(f"{label:26s} {n:>9,}  " + "  ".join(f"{k} {v:.2f} s ({row['cpu_s_median'][k]:.2f} s CPU)"
                                                        for k, v in row["wall_s_median"].items())
                   + "  ratios " + ", ".join(f"{k} {v:.2f} ({row['ratio_cpu_s'][k]:.2f} CPU)"
                                             for k, v in row["ratio_wall_s"].items()))
-    out = {"machine": machine(), "runs": args.runs, "simulators": {k: str(v) for k, v in sims.items()}, "rows": rows}
-    json_path = Path(args.json or ROOT / "benchmarks" / "results" / "dram_side_by_side.json")
+    return 0
+
+
+def _write_side_by_side(json_path: Path, out: dict) -> None:
+    """The JSON and its Markdown table, after every row (an interrupted run keeps what it measured)."""
+    order = {label: i for i, (label, _, _) in enumerate(SIDE_BY_SIDE)}
+    out["rows"].sort(key=lambda r: (order.get(r["case"], len(order)), r["requests"]))
     with atomic_file(json_path) as f:
         f.write(json.dumps(out, indent=1) + "\n")
     with atomic_file(json_path.with_suffix(".md")) as f:
         f.write(side_by_side_table(out))
-    return 0
 
 
 def _checked(cmd: list[str]):

@@ -106,8 +106,8 @@ def time_case(args: list[str], runs: int, command: str = "run") -> tuple[list[fl
         env = {k: v for k, v in os.environ.items() if k not in ("PIMDSL_TIMING_CACHE", "NUMBA_CACHE_DIR")}
         env["PIMDSL_CACHE"] = cache
         for _ in range(runs):
-            with tempfile.TemporaryDirectory() as out:
-                trace = Path(out) / "1k.trace"
+            with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as inputs:
+                trace = Path(inputs) / "1k.trace"
                 trace.write_text("".join(TRACE_1K.read_text().splitlines(keepends=True)[:1000]))
                 argv = [*args, "-o", out] if command == "compile" else [*args, "--json"] if command == "run" else \
                     [a.format(trace_1k=trace) for a in args]
@@ -153,6 +153,7 @@ def main() -> int:
         cold_target, warm_target = TARGET_S.get(name, (None, None))
         if isinstance(report, str):
             results[name] = {"failed": report, "target_cpu_s": [cold_target, warm_target]}
+            _write(args.json, results)
             print(f"{name:<36}  failed: {report}")
             continue
         warm = lambda xs: round(statistics.median(xs[1:]), 3) if len(xs) > 1 else None
@@ -171,14 +172,19 @@ def main() -> int:
         known_checks = [(t, v) for t, v in checks if t is not None and v is not None]
         row["met"] = all(v < t for t, v in known_checks) if known_checks else None
         results[name] = row
+        _write(args.json, results)               # after every case: an interrupted run keeps what it measured
         print(f"{name:<36} {times[0]:7.2f} s cold ({cpu[0]:.2f} s CPU)"
               + (f", {row['wall_s_warm_median']:6.2f} s warm ({row['cpu_s_warm_median']:.2f} s CPU)" if len(times) > 1 else "")
               + f", {row['max_rss_mb']:.0f} MB" + ("" if row["met"] is None else "  met" if row["met"] else "  NOT MET"))
-    out = {"machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
-                       "cpus": os.cpu_count()}, "cases": results}
-    with atomic_file(args.json) as f:          # an interrupted run keeps the last results
-        f.write(json.dumps(out, indent=2) + "\n")
+    _write(args.json, results)
     return 0
+
+
+def _write(path: str, results: dict) -> None:
+    out = {"machine": {"python": platform.python_version(), "processor": platform.processor() or platform.machine(),
+                       "cpus": os.cpu_count(), "load_average": os.getloadavg()}, "cases": results}
+    with atomic_file(path) as f:
+        f.write(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -86,9 +86,11 @@ def atomic_folder(path):
         raise FileExistsError(f"{path} exists and is not an output folder of pimc (no summary.json); "
                               "choose another folder or remove it")
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f"{_prefix(target)}{os.getpid()}-"))
+    # named before it exists, made inside the try: a signal that lands as it is made still removes it
+    tmp = target.parent / f"{_prefix(target)}{os.getpid()}-{os.urandom(6).hex()}"
     old = None
     try:
+        tmp.mkdir(mode=0o700)
         yield str(tmp)
         _usual_mode(str(tmp), 0o777)
         if target.exists():
