@@ -96,3 +96,29 @@ def test_show_text_summary_is_rendered_from_the_template(tmp_path):
         "model m  decoder, 2 layers, hidden 64, 4/2 heads, ffn 256, 0.0002181 B params, fp16",
         "system s  g; ; model m; strategy b; batch 4, in 16, out 8",
     ]
+
+
+def test_check_a_folder_recurses_over_its_pim_files(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.pim").write_text("workload a { batch = 2; }\n")
+    (tmp_path / "sub" / "b.pim").write_text("workload b { batch = 2 ms; }\n")
+    (tmp_path / "notes.txt").write_text("not a spec")
+    result = pimc("check", str(tmp_path))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'a.pim'}: ok" in result.stdout
+    assert f"{tmp_path / 'sub' / 'b.pim'}:1:22: error: a whole number was expected" in result.stderr
+    assert "notes.txt" not in result.stdout + result.stderr
+    (tmp_path / "sub" / "b.pim").write_text("workload b { batch = 2; }\n")
+    assert pimc("check", "--strict", str(tmp_path)).returncode == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = pimc("check", str(empty))
+    assert none.returncode == 1 and "no .pim files" in none.stderr
+
+
+def test_check_strict_passes_over_the_bundled_specs_folder():
+    from pathlib import Path
+    specs = Path(__file__).resolve().parents[1] / "specs"
+    result = pimc("check", "--strict", str(specs))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(": ok") == len(list(specs.rglob("*.pim")))

@@ -1,5 +1,6 @@
-"""`pimc check FILE... [--strict] [--no-warnings]`: parse, check, and run the pipeline far enough to
-find what the spec gets wrong, every problem of a file in one run.
+"""`pimc check FILE|DIR... [--strict] [--no-warnings]`: parse, check, and run the pipeline far enough
+to find what the spec gets wrong, every problem of a file in one run. A folder stands for every
+`.pim` file under it (recursively, in sorted order).
 
 Beyond the front end's checks: what no run loop reads (`pimdsl/unread.py`), and, for systems the
 step loop runs, every pass over the first prefill and decode steps (an op placed on a unit with no
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 from .. import unread
 from ..driver import loop_module
@@ -24,14 +26,31 @@ from .loading import declares_nothing
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="parse and check spec files")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE|DIR", help="spec files, or folders of them (recursive)")
     p.add_argument("--no-warnings", action="store_true", help="print errors only")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error")
 
 
+def spec_files(paths) -> list[str]:
+    """The files to check: each file as given, each folder as the `.pim` files under it, sorted."""
+    files = []
+    for path in paths:
+        if Path(path).is_dir():
+            found = sorted(str(f) for f in Path(path).rglob("*.pim") if f.is_file())
+            files.extend(found)
+            if not found:
+                print(f"{path}: no .pim files under this folder", file=sys.stderr)
+        else:
+            files.append(path)
+    return files
+
+
 def run(args) -> int:
     status = 0
-    for path in args.files:
+    files = spec_files(args.files)
+    if not files:
+        return 1
+    for path in files:
         spec, diags = load_spec(path)
         if spec is not None:
             for system in spec.systems.values():
