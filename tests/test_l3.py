@@ -122,6 +122,11 @@ def test_every_strategy_serves_every_request(strategy, capsys):
     assert out["served"] + out["oom_requests"] == 12 and out["tokens_per_s"] > 0
     assert out["end_to_end_s"] >= out["ttft_s"] > 0
     assert all(0 <= u <= 1 + 1e-9 for u in out["utilization"].values())
+    # per-request statistics (every request arrives at 0 s): no request ends after the run
+    for name in ("ttft", "tpot", "end_to_end"):
+        assert 0 < out[f"{name}_p50_s"] <= out[f"{name}_p99_s"], name
+    assert out["end_to_end_s"] <= out["end_to_end_p99_s"] <= out["makespan_s"]
+    assert out["tokens_per_s"] == pytest.approx(out["output_tokens"] / out["makespan_s"])
 
 
 def test_decode_time_grows_with_context_and_falls_with_ranksets():

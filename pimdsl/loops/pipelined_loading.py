@@ -187,7 +187,8 @@ def report(s: Setup, pred: dict) -> dict:
     end, ends = pred["end_s"], pred["pass_ends_s"]
     weights = p.resident_bytes + pred["layers_peak"]
     total = weights + s.activation_bytes
-    generated = wl.batch * (wl.output_len if system.model.architecture == "decoder" else 1)
+    # an encoder generates nothing: its throughput is the tokens it reads
+    generated = wl.batch * (wl.output_len if system.model.architecture == "decoder" else wl.input_len)
     out = {
         "system": system.name, "model": system.model.name, "strategy": pred["strategy"],
         "loop": "pipelined_loading", "loading_agents": pred["agents"],

@@ -32,6 +32,7 @@ from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
 from ..ir.workload import System
 from ..ir.errors import CompileError
+from ..serving.metrics import request_latencies
 from ..serving.requests import requests_for
 from ..unread import leading_links
 from . import dimm_pim_costs as dc
@@ -502,10 +503,10 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
         "system": system.name, "model": system.model.name, "strategy": system.mapping.strategy,
         "loop": "sub_batch_serving", "requests": len(requests), "served": len(served),
         "oom_requests": oom, "output_tokens": out_tokens,
-        "ttft_s": float(np.mean([first[r.id] for r in served])) if served else 0.0,
-        "tpot_s": float(np.mean(tbt)) if tbt else 0.0,
+        # every request arrives at 0 s: its first token's and its last token's time are its latencies
+        **request_latencies([first[r.id] for r in served], tbt, [finish[r.id] for r in served]),
         "tokens_per_s": out_tokens / end,
-        "end_to_end_s": end,
+        "makespan_s": end,
         "batch_max": max(rep.max_batch for rep in replicas),
         "batch_mean": sum(rep.batch_time for rep in replicas) / (len(replicas) * end),
         "memory_bytes": {"weights": system.model.weight_bytes * len(replicas), "kv_cache_capacity": kv_peak * len(replicas),

@@ -57,7 +57,7 @@ def memory_sets(gib: int, ranksets: int) -> list[str]:
 def run(model: str, strategy: str, sets=()) -> dict:
     r = loop.run(system(model, [f"mapping.strategy={strategy}", *sets])).report
     keep = ("tokens_per_s", "tpot_s", "ttft_s", "batch_max", "batch_mean", "oom_requests", "served",
-            "end_to_end_s", "rankset_imbalance", "utilization", "pcie_bytes", "predictor_errors")
+            "end_to_end_s", "makespan_s", "rankset_imbalance", "utilization", "pcie_bytes", "predictor_errors")
     return {k: r[k] for k in keep}
 
 
