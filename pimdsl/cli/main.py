@@ -12,12 +12,18 @@ import signal
 import sys
 import threading
 
+from .. import __version__
 from ..emit.templates import render
+from ..frontend.resources import specs_dir
 from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
 from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
 from .show import spec_to_json
+
+
+def version_text() -> str:
+    return f"pimc {__version__} (bundled specs: {specs_dir()})"
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -27,6 +33,8 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print pimc's version and where its bundled specs are read from")
     sub = parser.add_subparsers(dest="command", required=True)
     check.add_parser(sub)
     show = sub.add_parser("show", help="print the elaborated IR of a spec")
@@ -61,7 +69,10 @@ def _terminated(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "timeline_layer", None) is not None and not args.timeline:
+        parser.error("--timeline-layer N keeps one layer of the --timeline FILE; give --timeline too")
     previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         return COMMANDS[args.command](args)

@@ -85,7 +85,7 @@ class ModelBuilder:
     @staticmethod
     def _find(source: str, here: Path) -> Path:
         """Like imports: relative to the spec file, then the library path."""
-        for folder in [here] + library_path():
+        for folder in [here] + library_path(here):
             if (folder / source).is_file():
                 return folder / source
         return here / source
