@@ -17,7 +17,7 @@ from ..emit.templates import render
 from ..frontend.resources import specs_dir
 from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
-from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
+from . import check, compile as compile_cmd, dram, execute, explain, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
 from .show import spec_to_json
 
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_parser(sub)
     sweep.add_parser(sub)
     execute.add_parser(sub)
+    explain.add_parser(sub)
     return parser
 
 
@@ -61,7 +62,7 @@ def cmd_show(args) -> int:
 
 
 COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
-            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run}
+            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run, "explain": explain.run}
 
 
 def _terminated(signum, frame):
