@@ -27,7 +27,7 @@ def loop_module(system):
 def run_system(system, **options):
     """The step loop (`loops/step_run.py`), imported on first use: a system on a registered loop does
     not load the step compiler (networkx, the passes; a few tenths of a second)."""
-    from .loops.step_run import run_system as run
+    from .loops.step.step_run import run_system as run
     return run(system, **options)
 
 

@@ -9,9 +9,9 @@ import math
 import pytest
 
 from pimdsl import load_spec
-from pimdsl.loops import step_run as run_module
-from pimdsl.loops.affine_steps import AffineSteps
-from pimdsl.loops.step_run import compile_step, run_system
+from pimdsl.loops.step import step_run as run_module
+from pimdsl.loops.step.affine_steps import AffineSteps
+from pimdsl.loops.step.step_run import compile_step, run_system
 from pimdsl.interpreter.schedule import schedule
 
 from .conftest import ROOT, flatten

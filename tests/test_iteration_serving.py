@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.frontend.resources import specs_dir
 from pimdsl.serving import IterationScheduler, PagedKVCache, Request
-from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
 from pimdsl.loops.iteration_serving import _iteration, schedule_chains, simulate
 from pimdsl.serving.scheduler import BatchEntry
 

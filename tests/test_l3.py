@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.loops import dimm_pim_costs as dc
+from pimdsl.loops.sub_batch_serving import dimm_pim_costs as dc
 from pimdsl.loops.sub_batch_serving import STRATEGIES, decode_iteration_s, setup
-from pimdsl.loops.sub_batch_split import chunk, split, split_by_class
+from pimdsl.loops.sub_batch_serving.sub_batch_split import chunk, split, split_by_class
 from pimdsl.serving.requests import gamma_lengths, requests_for
 
 from .conftest import ROOT

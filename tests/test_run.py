@@ -10,7 +10,7 @@ import pytest
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.loops.step_run import run_system
+from pimdsl.loops.step.step_run import run_system
 
 from .conftest import ROOT
 
@@ -150,7 +150,7 @@ def test_the_step_loop_overlaps_a_parallel_blocks_ffn_with_attention():
     attention (on the CPU) ends; sequentially it waits for the residual. The run drops the FFN
     norm and one residual add's time."""
     from pimdsl.interpreter.schedule import schedule
-    from pimdsl.loops.step_run import OpTimer, compile_step
+    from pimdsl.loops.step.step_run import OpTimer, compile_step
     overrides = ["llama3_2_1b.layers=1", "llama3_2_1b.vocab=1024", "workload.input_len=4", "workload.output_len=2"]
     runs, starts = {}, {}
     for parallel in ("false", "true"):

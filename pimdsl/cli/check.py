@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import unread
 from ..driver import loop_module
 from ..frontend.pipeline import load_spec
-from ..loops.step_run import step_program
+from ..loops.step.step_run import step_program
 from ..loops import step
 from ..passes.manager import PassManager
 from ..ir.errors import PimdslError

@@ -29,7 +29,7 @@ from ..emit.atomic import atomic_folder
 from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
-from ..loops.step_run import compile_step, memory_bytes
+from ..loops.step.step_run import compile_step, memory_bytes
 from ..lowering.records import Absorbed, Kernel, PimWork, Transfer
 from ..lowering.stream import count_commands
 from ..passes.program import Program

@@ -12,7 +12,7 @@ import sys
 from ..driver import loop_module
 from ..frontend.pipeline import spec_nodes
 from ..loops import step
-from ..loops.step_explain import explain, render
+from ..loops.step.step_explain import explain, render
 from .system import add_common, load_system
 
 

@@ -9,8 +9,8 @@ from unittest import mock
 from ..frontend.pipeline import load_spec
 import numpy as np
 
-from ..loops import attention_programs as ap
-from ..loops import dimm_pim_costs as dc
+from ..loops.sub_batch_serving import attention_programs as ap
+from ..loops.sub_batch_serving import dimm_pim_costs as dc
 from ..serving.requests import requests_for
 from ..loops import sub_batch_serving as loop
 

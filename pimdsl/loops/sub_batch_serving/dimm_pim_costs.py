@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-from ..interpreter.dram.command_stream import time_commands
-from ..ir.commands import Command
-from ..ir.hardware import Memory
+from ...interpreter.dram.command_stream import time_commands
+from ...ir.commands import Command
+from ...ir.hardware import Memory
 from . import attention_programs as ap
 
 # The hbm_pim baseline's programs as NeuPIMs runs them: the query and each chunk of softmax scores

@@ -16,9 +16,9 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from ..interpreter.op_timing import OpTimer, time_pim
-from ..interpreter.schedule import resources_of, schedule
-from ..lowering.records import Absorbed, PimWork, Transfer
+from ...interpreter.op_timing import OpTimer, time_pim
+from ...interpreter.schedule import resources_of, schedule
+from ...lowering.records import Absorbed, PimWork, Transfer
 from .step_run import compile_step
 
 

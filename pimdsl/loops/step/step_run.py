@@ -32,16 +32,16 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 
-from ..graph.build import build_graph
-from ..graph.parallel import device_model, parallelism
-from ..ir.workload import System
-from ..lowering.records import PimWork
-from ..passes.manager import PassManager
-from ..passes.program import Program
-from ..passes.strategy import STRATEGIES
+from ...graph.build import build_graph
+from ...graph.parallel import device_model, parallelism
+from ...ir.workload import System
+from ...lowering.records import PimWork
+from ...passes.manager import PassManager
+from ...passes.program import Program
+from ...passes.strategy import STRATEGIES
 from .affine_steps import AffineSteps
-from ..interpreter.op_timing import OpTimer, refresh_policy
-from ..interpreter.schedule import StepSchedule, schedule
+from ...interpreter.op_timing import OpTimer, refresh_policy
+from ...interpreter.schedule import StepSchedule, schedule
 
 
 @dataclass

@@ -6,10 +6,10 @@ stream, and the banks the attention vectors occupy. The serving loop's per-layer
 """
 from __future__ import annotations
 
-from ..ir.commands import Command
-from ..ir.hardware import Memory
-from ..lowering.pim_program import environment, expand, op_stream, place_of
-from ..lowering.stream import unroll
+from ...ir.commands import Command
+from ...ir.hardware import Memory
+from ...lowering.pim_program import environment, expand, op_stream, place_of
+from ...lowering.stream import unroll
 
 
 def attention_shape(kv: int, heads: int, head_dim: int) -> dict:

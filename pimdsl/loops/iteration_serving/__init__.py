@@ -45,14 +45,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir.intervals import Interval
-from ..interpreter.host.models import peak_dtype
-from ..ir.workload import System
-from ..ir.errors import CompileError
-from ..serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
-from ..serving.metrics import request_latencies
-from ..serving.requests import requests_for
-from ..serving.scheduler import IterationScheduler, PagedKVCache
+from ...ir.intervals import Interval
+from ...interpreter.host.models import peak_dtype
+from ...ir.workload import System
+from ...ir.errors import CompileError
+from ...serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
+from ...serving.metrics import request_latencies
+from ...serving.requests import requests_for
+from ...serving.scheduler import IterationScheduler, PagedKVCache
 from .layer_segments import ALL_REDUCES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws

@@ -10,9 +10,9 @@ each PIM op over its instances (passes/lowering.py).
 """
 from __future__ import annotations
 
-from ..graph.parallel import PARAMS as PARALLEL_PARAMS
-from ..passes.placement import OP_CLASSES as PLACED
-from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
+from ...graph.parallel import PARAMS as PARALLEL_PARAMS
+from ...passes.placement import OP_CLASSES as PLACED
+from ...passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
 
 # `default`: a mapping without a `strategies` list (host ops read a host-friendly copy, PIM ops a PIM-aware one)
 STRATEGIES = ("default", *WEIGHT_STRATEGIES)
