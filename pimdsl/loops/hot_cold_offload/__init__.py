@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 from ...jit_cache import njit
 
-from ..step.step_run import RunResult
+from ...ir.run_result import RunResult
 from ...frontend.diagnostics import did_you_mean
 from ...interpreter.host.models import kernel_time, transfer_time
 from ...ir.workload import DTYPE_BYTES, System

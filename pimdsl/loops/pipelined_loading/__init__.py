@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..step.step_run import RunResult
+from ...ir.run_result import RunResult
 from ...ir.workload import System
 from ...frontend.diagnostics import did_you_mean
 from ...ir.errors import CompileError

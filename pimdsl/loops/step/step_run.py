@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ...graph.build import build_graph
 from ...graph.parallel import device_model, parallelism
+from ...ir.run_result import RunResult
 from ...ir.workload import System
 from ...lowering.records import PimWork
 from ...passes.manager import PassManager
@@ -42,13 +43,6 @@ from ...passes.strategy import STRATEGIES
 from .affine_steps import AffineSteps
 from ...interpreter.op_timing import OpTimer, refresh_policy
 from ...interpreter.schedule import StepSchedule, schedule
-
-
-@dataclass
-class RunResult:
-    report: dict
-    intervals: list = field(default_factory=list)     # emit.timeline.Interval, whole run
-    pass_times_s: dict = field(default_factory=dict)
 
 
 def step_program(system: System, phase: str, batch: int, tokens: int, context: int) -> Program:

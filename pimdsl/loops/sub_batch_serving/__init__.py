@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..step.step_run import RunResult
+from ...ir.run_result import RunResult
 from ...frontend.diagnostics import did_you_mean
 from ...ir.workload import System
 from ...ir.errors import CompileError
