@@ -16,7 +16,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.interpreter.values.programs import adder_tree_dot, run
-from pimdsl.loops import hot_cold_offload
+from pimdsl.loops.hot_cold_offload import neuron_split as hot_cold_offload
 from pimdsl.loops.hot_cold_offload.sparse_ndp_gemv import neuron_seconds, program_seconds
 from pimdsl.lowering.pim_program import check, expand, layout_problem
 from pimdsl.lowering.stream import unroll

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...interpreter.host.models import transfer_time
-from . import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
+from .neuron_split import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
                                generator, gpu_s, kv_bytes, layer_bytes, model_totals, prefill, prefill_s, report_common,
                                resident_layers, sync_s)
 
