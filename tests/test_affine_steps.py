@@ -1,4 +1,4 @@
-"""Decode steps scheduled from one compiled structure (loops/affine_steps.py) give exactly what
+"""Decode steps scheduled from one compiled structure (loops/step/affine_steps.py) give exactly what
 compiling every step gives, and a structure whose numbers leave their lines is refused."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""NeuPIMs serving prices (loops/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving.py).
+"""NeuPIMs serving prices (loops/iteration_serving/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving/).
 
 GPT3-7B on specs/systems/neupims_gpt3_7b.pim: TP 4, PP 1 (the paper's Table 3), so a device runs
 8 of the 32 heads, 4096 of the 16384 FFN columns and a quarter of the weights (section 7.2). The

@@ -2,7 +2,7 @@
 
 For a system the step loop runs: each step's time, the resource that bounds it, and per resource
 and op kind what bounds the ops and which spec values (file:line) their time is computed from
-(`loops/step_explain.py`). Other loops are not taken apart yet: the command says so.
+(`loops/step/step_explain.py`). Other loops are not taken apart yet: the command says so.
 """
 from __future__ import annotations
 
