@@ -77,7 +77,9 @@ def test_the_field_reference_is_the_elaborators(capsys):
                         ("memory > controller", "page_policy"), ("dram > organization", "bus_width")]:
         table = generated.split(f"**`{kind}`**")[1].split("**`")[0]
         assert f"| `{field}` |" in table, (kind, field)
-    assert "| `memory_bandwidth` | a bandwidth | 0 |" in generated
+    assert "| `memory_bandwidth` | a bandwidth | 0 | DRAM bandwidth of the device, the roofline's memory roof |" in generated
+    unexplained = [row for row in generated.splitlines() if row.startswith("| `") and row.endswith("|  |")]
+    assert unexplained == [], "give each field a meaning in field_reference.MEANINGS"
 
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))
