@@ -67,3 +67,11 @@ def test_a_set_value_points_at_the_command_line_and_other_loops_say_they_are_not
     assert softmax["values"][0]["at"].startswith("--set s24_cpu.memory_bandwidth=50GB/s")
     assert main(["explain", str(ROOT / "specs" / "systems" / "l3_gpt3_175b.pim")]) == 1
     assert "explain takes apart the step loop only" in capsys.readouterr().err
+
+
+def test_a_graph_models_one_step_is_its_op_time(capsys):
+    gemv = str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim")
+    sets = ["--set", "gemv.out=1024", "--set", "gemv.in=256"]
+    (step,) = _json(capsys, "explain", gemv, *sets)["steps"]
+    assert step["headline"] == "op_s" and step["bound"] == "pim:aquabolt_xl"
+    assert step["seconds"] == pytest.approx(_json(capsys, "run", gemv, *sets)["op_s"], rel=1e-12)

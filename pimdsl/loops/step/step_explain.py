@@ -28,7 +28,7 @@ def explain(system, nodes: dict) -> dict:
     work, model = system.workload, system.model
     batch, input_len = (work.batch, work.input_len) if work else (1, 1)
     timer = OpTimer(system)
-    steps = [("prefill", "ttft_s", batch, input_len, 0)]
+    steps = [("prefill", "op_s" if model.architecture == "graph" else "ttft_s", batch, input_len, 0)]
     if model.architecture == "decoder" and (work.output_len if work else 1) > 0:
         steps.append(("decode", "tpot_s", batch, 1, input_len))
     out = {"system": system.name, "strategy": system.mapping.strategy if system.mapping else None, "steps": []}
@@ -143,7 +143,7 @@ def _at(span) -> dict:
 def render(report: dict) -> str:
     lines = [f"{report['system']} (step loop, strategy {report['strategy']})"]
     for step in report["steps"]:
-        what = {"ttft_s": "TTFT is this step",
+        what = {"ttft_s": "TTFT is this step", "op_s": "op_s (a graph model's one step) is this step",
                 "tpot_s": "TPOT is the mean of the decode steps, the KV cache growing; this is the first"}
         lines.append(f"{step['phase']} step: {_time(step['seconds'])}, bound by {step['bound']} "
                      f"(busy {step['bound_share']:.0%} of it); {what[step['headline']]}")
