@@ -2,7 +2,7 @@
 
 The loop is chosen from the spec, never by the command: a mapping's `loop = NAME` selects a
 registered run loop (`pimdsl/loops/`); without one the step loop compiles and times the prefill
-and decode steps (`loops/step_run.py`). Every result has `.report` and `.intervals`; the driver adds
+and decode steps (`loops/step/step_run.py`). Every result has `.report` and `.intervals`; the driver adds
 the run's energy to every report.
 """
 from __future__ import annotations
@@ -28,9 +28,9 @@ def loop_module(system):
 
 
 def run_system(system, **options):
-    """The step loop (`loops/step_run.py`), imported on first use: a system on a registered loop does
+    """The step loop (`loops/step/step_run.py`), imported on first use: a system on a registered loop does
     not load the step compiler (networkx, the passes; a few tenths of a second)."""
-    from .loops.step_run import run_system as run
+    from .loops.step.step_run import run_system as run
     return run(system, **options)
 
 

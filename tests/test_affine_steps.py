@@ -1,4 +1,4 @@
-"""Decode steps scheduled from one compiled structure (loops/affine_steps.py) give exactly what
+"""Decode steps scheduled from one compiled structure (loops/step/affine_steps.py) give exactly what
 compiling every step gives, and a structure whose numbers leave their lines is refused."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import math
 import pytest
 
 from pimdsl import load_spec
-from pimdsl.loops import step_run as run_module
-from pimdsl.loops.affine_steps import AffineSteps
-from pimdsl.loops.step_run import compile_step, run_system
+from pimdsl.loops.step import step_run as run_module
+from pimdsl.loops.step.affine_steps import AffineSteps
+from pimdsl.loops.step.step_run import compile_step, run_system
 from pimdsl.interpreter.schedule import schedule
 
 from .conftest import ROOT, flatten

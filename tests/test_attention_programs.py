@@ -18,7 +18,7 @@ from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.values.programs import adder_tree_dot, run
 from pimdsl.lowering.pim_program import check, environment, expand
 from pimdsl.lowering.stream import unroll
-from pimdsl.loops.pim_attention import attention_lets, attention_shape, attention_stream, vector_banks
+from pimdsl.loops.iteration_serving.pim_attention import attention_lets, attention_shape, attention_stream, vector_banks
 from pimdsl.validation import neupims as N
 
 

@@ -2,7 +2,7 @@
 from pimdsl.bounded_cache import BoundedCache
 from pimdsl.interpreter import timing_cache
 from pimdsl.ir import pim_program
-from pimdsl.loops import layer_work
+from pimdsl.loops.model_layers import layer_work
 
 
 def test_the_oldest_entries_are_forgotten_past_the_limit():

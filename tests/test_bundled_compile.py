@@ -15,7 +15,7 @@ import pytest
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.op_timing import OpTimer
-from pimdsl.loops.step_run import compile_step
+from pimdsl.loops.step.step_run import compile_step
 from pimdsl.lowering.records import Absorbed, Kernel, PimWork
 
 from .conftest import ROOT

@@ -96,3 +96,77 @@ def test_show_text_summary_is_rendered_from_the_template(tmp_path):
         "model m  decoder, 2 layers, hidden 64, 4/2 heads, ffn 256, 0.0002181 B params, fp16",
         "system s  g; ; model m; strategy b; batch 4, in 16, out 8",
     ]
+
+
+def test_check_a_folder_recurses_over_its_pim_files(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.pim").write_text("workload a { batch = 2; }\n")
+    (tmp_path / "sub" / "b.pim").write_text("workload b { batch = 2 ms; }\n")
+    (tmp_path / "notes.txt").write_text("not a spec")
+    result = pimc("check", str(tmp_path))
+    assert result.returncode == 1
+    assert f"{tmp_path / 'a.pim'}: ok" in result.stdout
+    assert f"{tmp_path / 'sub' / 'b.pim'}:1:22: error: a whole number was expected" in result.stderr
+    assert "notes.txt" not in result.stdout + result.stderr
+    (tmp_path / "sub" / "b.pim").write_text("workload b { batch = 2; }\n")
+    assert pimc("check", "--strict", str(tmp_path)).returncode == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    none = pimc("check", str(empty))
+    assert none.returncode == 1 and "no .pim files" in none.stderr
+
+
+def test_check_strict_passes_over_the_bundled_specs_folder():
+    from pathlib import Path
+    specs = Path(__file__).resolve().parents[1] / "specs"
+    result = pimc("check", "--strict", str(specs))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(": ok") == len(list(specs.rglob("*.pim")))
+
+
+def test_version_names_the_bundled_specs():
+    from pimdsl import __version__
+    from pimdsl.frontend.resources import specs_dir
+    out = pimc("--version")
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"pimc {__version__} (bundled specs: {specs_dir()})"
+
+
+def test_timeline_layer_without_timeline_is_a_usage_error():
+    from pathlib import Path
+    spec = Path(__file__).resolve().parents[1] / "specs" / "systems" / "pim_sherpa_llama3_2_1b.pim"
+    out = pimc("run", str(spec), "--timeline-layer", "3")
+    assert out.returncode == 2
+    assert "--timeline-layer N keeps one layer of the --timeline FILE; give --timeline too" in out.stderr
+
+
+def test_show_json_lists_the_imported_blocks_a_system_uses(tmp_path):
+    (tmp_path / "hw.pim").write_text('import "dram/ddr4.pim";\n'
+                                     "memory m { part = DDR4_3200; address_map = [row, bank, bank_group, rank, column]; }\n"
+                                     "cpu c { peak { fp16 = 1 TFLOPS; } memory_bandwidth = 10 GB/s; }\n"
+                                     "cpu unused { peak { fp16 = 1 TFLOPS; } }\n")
+    (tmp_path / "sys.pim").write_text('import "hw.pim";\nsystem s { processors = [c]; memories = [m]; }\n')
+    out = pimc("show", str(tmp_path / "sys.pim"), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert list(data["memories"]) == ["m"] and list(data["processors"]) == ["c"]   # not `unused`
+    assert list(data["drams"]) == ["DDR4_3200"]
+
+
+def test_a_spec_in_a_checkout_imports_the_checkouts_specs_not_the_installed_ones(tmp_path):
+    """Run from a pimdsl checkout (a folder with grammar/pim.lark and specs/), imports of the library
+    read that checkout's specs/ (what a user edits there), before the bundled copy."""
+    checkout = tmp_path / "clone"
+    (checkout / "grammar").mkdir(parents=True)
+    (checkout / "grammar" / "pim.lark").write_text("// stands for the grammar\n")
+    (checkout / "specs" / "dram").mkdir(parents=True)
+    (checkout / "specs" / "systems").mkdir()
+    (checkout / "specs" / "dram" / "ddr4.pim").write_text("workload edited_here { batch = 3; }\n")
+    text = 'import "dram/ddr4.pim";\nworkload w : edited_here { }\n'
+    (checkout / "specs" / "systems" / "s.pim").write_text(text)
+    inside = pimc("show", str(checkout / "specs" / "systems" / "s.pim"), "--json")
+    assert inside.returncode == 0, inside.stderr
+    assert json.loads(inside.stdout)["workloads"]["w"]["batch"] == 3
+    (tmp_path / "s.pim").write_text(text)                    # outside a checkout: the bundled ddr4.pim
+    outside = pimc("show", str(tmp_path / "s.pim"))
+    assert outside.returncode == 1 and "edited_here" in outside.stderr

@@ -203,7 +203,7 @@ def test_all_reduce_within_15_percent_over_1_mib():
 def test_l3_layer_on_the_measured_gpu_is_its_kernels_plus_two_all_reduces():
     """The sub-batch loop's layer price on a calibrated A100: the four projections and the six
     element-wise kernels of one GPU's share, each by the kernel model, plus two ring all-reduces."""
-    from pimdsl.loops import dimm_pim_costs as dc
+    from pimdsl.loops.sub_batch_serving import dimm_pim_costs as dc
     from pimdsl.loops.sub_batch_serving import setup
     spec, diags = load_spec(str(ROOT / "specs/systems/l3_gpt3_175b.pim"), [])
     assert spec is not None, diags.render_all()

@@ -158,7 +158,7 @@ def test_serial_gemvs_by_hand():
 def test_serial_gemvs_time_decode_attention_per_head():
     # the serving loop's decode attention on the NPU: 8 heads x 256 requests x (314 + 1,084)
     # cycles at 1 GHz, above the KV stream; the overlapped default is the KV stream
-    from pimdsl.loops.layer_segments import DeviceCosts, SERVING_STRATEGIES
+    from pimdsl.loops.iteration_serving.layer_segments import DeviceCosts, SERVING_STRATEGIES
     def mha(overrides):
         spec, diags = load_spec(str(ROOT / "specs" / "systems" / "neupims_gpt3_7b.pim"), overrides)
         assert spec is not None, diags.render_all()

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from pimdsl.cli.main import main
-from pimdsl.loops import hot_cold_offload
+from pimdsl.loops.hot_cold_offload import neuron_split as hot_cold_offload
 from pimdsl.sparsity import activations, neuron_placement as npl
 from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
 from pimdsl.sparsity.window_remap import imbalance, loads, remap

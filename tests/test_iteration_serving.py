@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.frontend.resources import specs_dir
 from pimdsl.serving import IterationScheduler, PagedKVCache, Request
-from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
 from pimdsl.loops.iteration_serving import _iteration, schedule_chains, simulate
 from pimdsl.serving.scheduler import BatchEntry
 
@@ -148,6 +148,11 @@ def test_every_strategy_reports_the_contract(small_7b):
         assert r["memory_bytes"]["total"] == r["memory_bytes"]["weights"] + r["memory_bytes"]["kv_cache"]
         assert r["mean_decode_batch"] == pytest.approx(64, abs=1)       # full batches measured
         assert (r["utilization"]["pim"] > 0) == SERVING_STRATEGIES[name].pim
+        # per request: TTFT within its end-to-end latency, no request past the run's end; a request's
+        # TPOT is at least one iteration of the full batch (it decodes one token per iteration)
+        assert 0 < r["ttft_s"] < r["end_to_end_s"] <= r["end_to_end_p99_s"] <= r["makespan_s"]
+        assert r["tpot_p50_s"] <= r["tpot_p99_s"] and r["tpot_s"] >= 0.9 * r["iteration_s"]
+        assert r["makespan_s"] == r["breakdown_s"]["decode"]
 
 
 def test_strategies_differ_as_their_mechanisms_say(small_7b):

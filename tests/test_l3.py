@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.loops import dimm_pim_costs as dc
+from pimdsl.loops.sub_batch_serving import dimm_pim_costs as dc
 from pimdsl.loops.sub_batch_serving import STRATEGIES, decode_iteration_s, setup
-from pimdsl.loops.sub_batch_split import chunk, split, split_by_class
+from pimdsl.loops.sub_batch_serving.sub_batch_split import chunk, split, split_by_class
 from pimdsl.serving.requests import gamma_lengths, requests_for
 
 from .conftest import ROOT
@@ -122,6 +122,11 @@ def test_every_strategy_serves_every_request(strategy, capsys):
     assert out["served"] + out["oom_requests"] == 12 and out["tokens_per_s"] > 0
     assert out["end_to_end_s"] >= out["ttft_s"] > 0
     assert all(0 <= u <= 1 + 1e-9 for u in out["utilization"].values())
+    # per-request statistics (every request arrives at 0 s): no request ends after the run
+    for name in ("ttft", "tpot", "end_to_end"):
+        assert 0 < out[f"{name}_p50_s"] <= out[f"{name}_p99_s"], name
+    assert out["end_to_end_s"] <= out["end_to_end_p99_s"] <= out["makespan_s"]
+    assert out["tokens_per_s"] == pytest.approx(out["output_tokens"] / out["makespan_s"])
 
 
 def test_decode_time_grows_with_context_and_falls_with_ranksets():

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from pimdsl.interpreter.values.programs import ProgramExecutor, adder_tree_dot, place
 from pimdsl.ir.pim_program import evaluate
-from pimdsl.loops import attention_programs as ap
-from pimdsl.loops import dimm_pim_costs as dc
+from pimdsl.loops.sub_batch_serving import attention_programs as ap
+from pimdsl.loops.sub_batch_serving import dimm_pim_costs as dc
 from pimdsl.lowering.pim_program import check, environment, expand, layout_problem
 from pimdsl.lowering.stream import unroll
 from pimdsl.validation import l3 as V

@@ -26,8 +26,61 @@ def _strip_sources(value):
     return value
 
 
+COMPLETE = "// example: complete\n"
+
+
 def test_language_md_has_examples():
     assert len(EXAMPLES) >= 10
+
+
+@pytest.mark.parametrize("index", range(len(EXAMPLES)))
+def test_complete_examples_pass_check_strict_and_fragments_parse(index, spec_file, capsys):
+    """LANGUAGE.md's convention: a ```pim block whose first line is `// example: complete` is a whole
+    file that passes `pimc check --strict`; any other is a fragment that must at least parse."""
+    from pimdsl.cli.main import main
+    from pimdsl.frontend.diagnostics import Diagnostics
+    from pimdsl.frontend.syntax import parse_source
+    text = EXAMPLES[index]
+    if not text.startswith(COMPLETE):
+        diags = Diagnostics()
+        parse_source(text, "fragment.pim", diags)
+        assert not diags.errors, diags.render_all()
+        return
+    path = spec_file(text)
+    status = main(["check", "--strict", str(path)])
+    assert status == 0, capsys.readouterr().err
+
+
+def test_the_expressions_example_runs_and_without_a_bandwidth_fails_at_its_cpu(spec_file, capsys):
+    """`pimc run` on the Expressions example works; without the cpu's memory_bandwidth it stops with a
+    located diagnostic at the cpu's declaration, not an unlocated message."""
+    from pimdsl.cli.main import main
+    (text,) = [e for e in EXAMPLES if "demo_system" in e and "let tokens" in e]
+    path = spec_file(text)
+    assert main(["run", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["system"] == "demo_system"
+    path.write_text(text.replace(" memory_bandwidth = 25.6 GB/s;", ""))
+    assert main(["run", str(path)]) == 1
+    err = capsys.readouterr().err
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if t.startswith("cpu demo_host"))
+    assert f"spec.pim:{line}:1: error: cpu 'demo_host' has no memory_bandwidth" in err
+    assert "cpu demo_host {" in err and "^" in err and "hint: give the cpu its memory bandwidth" in err
+
+
+def test_the_field_reference_is_the_elaborators(capsys):
+    """LANGUAGE.md's field reference is what the builders ask a Reader for over the bundled specs and
+    fixtures (regenerate with `python -m pimdsl.frontend.field_reference --update`)."""
+    from pimdsl.frontend.field_reference import kept, reference
+    generated = reference()
+    assert kept((ROOT / "LANGUAGE.md").read_text()) == generated, \
+        "run python -m pimdsl.frontend.field_reference --update"
+    for kind, field in [("memory > region", "cacheable"), ("workload", "batch"), ("cpu", "memory_bandwidth"),
+                        ("memory > controller", "page_policy"), ("dram > organization", "bus_width")]:
+        table = generated.split(f"**`{kind}`**")[1].split("**`")[0]
+        assert f"| `{field}` |" in table, (kind, field)
+    assert "| `memory_bandwidth` | a bandwidth | 0 | DRAM bandwidth of the device, the roofline's memory roof |" in generated
+    unexplained = [row for row in generated.splitlines() if row.startswith("| `") and row.endswith("|  |")]
+    assert unexplained == [], "give each field a meaning in field_reference.MEANINGS"
 
 
 @pytest.mark.parametrize("index", range(len(EXAMPLES)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pimdsl.loops.latency_predictors import Profiles
+from pimdsl.loops.sub_batch_serving.latency_predictors import Profiles
 
 
 def sampled(n: int, seed: int = 1) -> Profiles:

@@ -1,4 +1,4 @@
-"""NeuPIMs serving prices (loops/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving.py).
+"""NeuPIMs serving prices (loops/iteration_serving/layer_segments.py) and the list scheduling of sub-batch chains (loops/iteration_serving/).
 
 GPT3-7B on specs/systems/neupims_gpt3_7b.pim: TP 4, PP 1 (the paper's Table 3), so a device runs
 8 of the 32 heads, 4096 of the 16384 FFN columns and a quarter of the weights (section 7.2). The
@@ -21,7 +21,7 @@ from pimdsl.interpreter.host.models import kernel_time
 from pimdsl.lowering.records import Kernel
 from pimdsl.ir.errors import CompileError
 from pimdsl.serving import greedy_min_load, mha_latency, mha_tile_counts, round_robin
-from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
 from pimdsl.loops.iteration_serving import schedule_chains, simulate
 
 from .conftest import ROOT
@@ -502,7 +502,7 @@ def test_many_layers_agree_with_the_segment_by_segment_schedule(costs):
 def test_a_parallel_block_cuts_its_ffn_branch_and_serves(norms):
     """The FFN branch is its own segment (not under proj), every op of the layer is in one segment,
     one all-reduce per layer; the serving loop runs such a model."""
-    from pimdsl.loops.layer_work import layer_segments
+    from pimdsl.loops.model_layers.layer_work import layer_segments
     par = ["gpt3_7b.parallel_attention=true", f"gpt3_7b.parallel_norms={norms}"]
     seq_sys, par_sys = _system("neupims_gpt3_7b"), _system("neupims_gpt3_7b", par)
     work = layer_segments(par_sys.model, "decode", [10, 20])
@@ -529,7 +529,7 @@ def test_a_parallel_block_cuts_its_ffn_branch_and_serves(norms):
 def test_a_layer_cut_reused_for_other_contexts_equals_a_fresh_cut(contexts, again, gqa, parallel, tokens):
     """layer_segments builds one (model, phase, batch) cut and swaps in the attention ops of later
     contexts: every op equals the one a fresh graph of those contexts gives."""
-    from pimdsl.loops import layer_work
+    from pimdsl.loops.model_layers import layer_work
     sets = (["gpt3_7b.kv_heads=8"] if gqa else []) + (["gpt3_7b.parallel_attention=true"] if parallel else [])
     model = _system("neupims_gpt3_7b", sets).model
     again = (again * len(contexts))[:len(contexts)]           # the same batch: the cut is reused

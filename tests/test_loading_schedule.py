@@ -1,7 +1,7 @@
 """The pipelined-loading schedule: golden timelines, the daemon's budget, the planner."""
 from hypothesis import given, settings, strategies as st
 
-from pimdsl.loops.loading_schedule import Job, Machine, Policy, plan, simulate
+from pimdsl.loops.pipelined_loading.loading_schedule import Job, Machine, Policy, plan, simulate
 
 FAST = Machine(cores=8, storage_bandwidth=1e18)
 

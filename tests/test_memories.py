@@ -116,7 +116,7 @@ def test_a_wrong_data_block_is_a_located_diagnostic(tmp_path, capsys, data, wher
 def _lm_head(path):
     """The decode step's LM head (a host GEMV over the tied embedding) and its time on the CPU."""
     from pimdsl.interpreter.host.models import kernel_time
-    from pimdsl.loops.step_run import compile_step
+    from pimdsl.loops.step.step_run import compile_step
     loaded, diags = load_spec(str(path), ["llama3_2_1b.layers=1"])
     assert loaded is not None, diags.render_all()
     system = loaded.systems["s"]

@@ -17,7 +17,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.commands import Command, StreamError
 from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
 from pimdsl.interpreter.dram.interleave import contention, sequential_reads, time_interleaved, timer_for
-from pimdsl.loops.pim_attention import attention_stream, vector_banks
+from pimdsl.loops.iteration_serving.pim_attention import attention_stream, vector_banks
 
 from .conftest import ROOT, issued_commands
 from .test_dram_engine import _address
@@ -227,7 +227,7 @@ def test_the_read_share_beside_pim_is_the_authors_controllers():
     # controller leaves the NPU (validation/reference/pim/neupims_simulator.md section 13: ~0.73 in a
     # replay of its rules, 0.71 by hand for K.q tiles); without the couplings it was 0.81
     from pimdsl.frontend.pipeline import load_spec
-    from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts
+    from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts
     from .conftest import ROOT
     spec, diags = load_spec(str(ROOT / "specs" / "systems" / "neupims_gpt3_7b.pim"), [])
     assert spec is not None, diags.render_all()

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from pimdsl.ir.commands import StreamError
-from pimdsl.loops.pim_attention import attention_lets, attention_stream
+from pimdsl.loops.iteration_serving.pim_attention import attention_lets, attention_stream
 from pimdsl.validation import neupims as N
 
 from .conftest import ROOT

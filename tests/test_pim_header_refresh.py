@@ -17,7 +17,7 @@ from pimdsl.ir.commands import Command, StreamError
 from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.lowering.pim_program import expand
 from pimdsl.lowering.stream import Loop, check_uniform
-from pimdsl.loops.pim_attention import attention_shape, attention_stream
+from pimdsl.loops.iteration_serving.pim_attention import attention_shape, attention_stream
 from pimdsl.validation import neupims as N
 
 

@@ -12,7 +12,7 @@ import pytest
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.values.banks import NUMPY_DTYPES, hbm_pim_gemv_reference
-from pimdsl.loops.step_run import compile_step, run_system
+from pimdsl.loops.step.step_run import compile_step, run_system
 from pimdsl.interpreter.values.programs import run_gemv
 from pimdsl.passes.strategy import STRATEGIES
 

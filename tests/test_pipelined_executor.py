@@ -7,8 +7,10 @@ import pytest
 from safetensors.numpy import load_file
 
 from pimdsl.cli.main import main
-from pimdsl.loops import numpy_forward as nf, pipelined_executor as ex, weight_files
-from pimdsl.loops.layer_blobs import partition
+from pimdsl.loops.model_layers import numpy_forward as nf
+from pimdsl.loops.pipelined_loading import pipelined_executor as ex
+from pimdsl.loops.model_layers import weight_files
+from pimdsl.loops.model_layers.layer_blobs import partition
 
 TINY = """
 storage d { kind = disk; read_bandwidth = 2 GB/s; read_latency = 0.1 ms; }
@@ -137,7 +139,7 @@ def test_parallel_block_sums_both_branches_of_the_layer_input(tiny, norms):
 def test_layer_blob_holds_the_ffn_norm_only_when_the_layer_has_one(tiny, parallel, norms, has_ln2):
     """A parallel layer with one shared norm stores no ln2: a loader would read 2*d dead values."""
     import dataclasses
-    from pimdsl.loops.layer_blobs import layer_tensors
+    from pimdsl.loops.model_layers.layer_blobs import layer_tensors
     model = dataclasses.replace(tiny("gpt")[0], parallel_attention=parallel, parallel_norms=norms)
     names = [n for n, _ in layer_tensors(model)]
     assert ("ln2_g" in names and "ln2_b" in names) == has_ln2

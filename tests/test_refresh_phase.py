@@ -11,8 +11,8 @@ import pytest
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.op_timing import OpTimer, RefreshPhase, time_pim, time_pim_op
-from pimdsl.loops.pim_attention import attention_shape
-from pimdsl.loops.step_run import compile_step
+from pimdsl.loops.iteration_serving.pim_attention import attention_shape
+from pimdsl.loops.step.step_run import compile_step
 from pimdsl.lowering.pim_program import expand
 from pimdsl.lowering.records import PimWork
 from pimdsl.lowering.stream import unroll

@@ -10,7 +10,7 @@ import pytest
 
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
-from pimdsl.loops.step_run import run_system
+from pimdsl.loops.step.step_run import run_system
 
 from .conftest import ROOT
 
@@ -150,7 +150,7 @@ def test_the_step_loop_overlaps_a_parallel_blocks_ffn_with_attention():
     attention (on the CPU) ends; sequentially it waits for the residual. The run drops the FFN
     norm and one residual add's time."""
     from pimdsl.interpreter.schedule import schedule
-    from pimdsl.loops.step_run import OpTimer, compile_step
+    from pimdsl.loops.step.step_run import OpTimer, compile_step
     overrides = ["llama3_2_1b.layers=1", "llama3_2_1b.vocab=1024", "workload.input_len=4", "workload.output_len=2"]
     runs, starts = {}, {}
     for parallel in ("false", "true"):
@@ -165,3 +165,16 @@ def test_the_step_loop_overlaps_a_parallel_blocks_ffn_with_attention():
     assert starts["true"][0] < starts["true"][1] and starts["false"][0] > starts["false"][1]
     assert runs["true"]["tpot_s"] < runs["false"]["tpot_s"]
     assert runs["true"]["pim"]["ops"] == runs["false"]["pim"]["ops"]        # the same linears on PIM
+
+
+def test_a_graph_model_prints_its_op_time_and_an_encoder_the_tokens_it_reads(capsys):
+    """A single GEMV has no first token or tokens per second: `op_s` is its time. An encoder generates
+    nothing: its `tokens_per_s` is the batch's input tokens over the run."""
+    gemv = run_json(capsys, GEMV, "--set", "gemv.out=1024", "--set", "gemv.in=256")
+    assert gemv["op_s"] == gemv["end_to_end_s"] > 0
+    assert not {"ttft_s", "tpot_s", "tokens_per_s"} & set(gemv)
+    assert main(["run", GEMV, "--set", "gemv.out=1024", "--set", "gemv.in=256"]) == 0
+    text = capsys.readouterr().out
+    assert "op_s " in text and "tokens_per_s" not in text
+    bert = run_json(capsys, str(ROOT / "specs" / "systems" / "pipeload_bert_large.pim"))
+    assert bert["tokens_per_s"] == pytest.approx(bert["batch"] * bert["input_len"] / bert["end_to_end_s"])

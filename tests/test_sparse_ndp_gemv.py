@@ -16,8 +16,8 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.dram.stream_timer import StreamTimer
 from pimdsl.interpreter.values.programs import adder_tree_dot, run
-from pimdsl.loops import hot_cold_offload
-from pimdsl.loops.sparse_ndp_gemv import neuron_seconds, program_seconds
+from pimdsl.loops.hot_cold_offload import neuron_split as hot_cold_offload
+from pimdsl.loops.hot_cold_offload.sparse_ndp_gemv import neuron_seconds, program_seconds
 from pimdsl.lowering.pim_program import check, expand, layout_problem
 from pimdsl.lowering.stream import unroll
 
@@ -123,7 +123,7 @@ def test_the_loop_takes_its_neuron_cost_from_the_program_within_ten_percent_of_t
 
 
 def test_neuron_cost_is_kept_on_disk_by_content(dimm, tmp_path, monkeypatch):
-    from pimdsl.loops import sparse_ndp_gemv
+    from pimdsl.loops.hot_cold_offload import sparse_ndp_gemv
     monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
     monkeypatch.setattr(sparse_ndp_gemv, "_CACHE", {})
     want = (program_seconds(dimm, 32, 5000, 1) - program_seconds(dimm, 16, 5000, 1)) / 16

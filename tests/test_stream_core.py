@@ -24,7 +24,7 @@ from pimdsl.interpreter.dram import compiled_timer                              
 from pimdsl.interpreter.dram.command_stream import CommandTimer                  # noqa: E402
 from pimdsl.interpreter.dram.stream_timer import StreamTimer                     # noqa: E402
 from pimdsl.ir.commands import ESTIMATE_ARG, Command, StreamError                # noqa: E402
-from pimdsl.loops.attention_programs import shape as attention_shape            # noqa: E402
+from pimdsl.loops.sub_batch_serving.attention_programs import shape as attention_shape            # noqa: E402
 from pimdsl.lowering.pim_program import expand                                   # noqa: E402
 from pimdsl.lowering.stream import Loop                                          # noqa: E402
 

@@ -54,7 +54,7 @@ def test_rows_follow_the_grid_and_equal_pimc_run(tmp_path, capsys):
                 assert row[key] == str(value), key
     assert set(header[4:]) == metrics
     # half the clock, twice the time: the grid values went through the unit-aware overrides
-    assert float(rows[1]["ttft_s"]) == pytest.approx(2 * float(rows[0]["ttft_s"]))
+    assert float(rows[1]["op_s"]) == pytest.approx(2 * float(rows[0]["op_s"]))
 
 
 def test_range_shorthand_includes_stop_and_one_worker_runs_in_process(tmp_path, capsys):
@@ -79,7 +79,7 @@ def test_failed_points_are_rows_and_exit_1(tmp_path, capsys):
     assert "error: a shape holds positive whole numbers" in rows[1]["error"]
     assert "the layout does not cover" in rows[2]["error"] and "outside 0..16383" in rows[2]["error"]
     assert "\n" not in rows[1]["error"]
-    assert rows[1]["ttft_s"] == "" and float(rows[0]["ttft_s"]) > 0
+    assert rows[1]["op_s"] == "" and float(rows[0]["op_s"]) > 0
     # 1024 and 4096 outputs are both one 64-output tile per pCH: the same padded rows
     assert int(rows[3]["memory_bytes.weights"]) == int(rows[0]["memory_bytes.weights"]) == 33 * 2**20
     assert "2 of 4 point(s) failed" in err
@@ -133,7 +133,7 @@ def test_an_invalid_base_spec_writes_nothing(tmp_path, capsys):
     (["--grid", "gemv.in=64", "--set", "gemv.in=128"], "gemv.in is both --set and --grid"),
     (["--grid", "gemv.in=64", "--x", "gemv.in"], "--x needs --plot"),
     (["--grid", "gemv.in=64", "--plot", "a.png", "--x", "gemv.in"], "--plot needs --x COL and --y"),
-    (["--grid", "gemv.in=64", "--plot", "a.nope", "--x", "gemv.in", "--y", "ttft_s"], "cannot write 'nope' images"),
+    (["--grid", "gemv.in=64", "--plot", "a.nope", "--x", "gemv.in", "--y", "op_s"], "cannot write 'nope' images"),
     (["--grid", "gemv.in=64", "-j", "0"], "-j needs at least 1 worker"),
 ])
 def test_usage_errors_exit_2(tmp_path, capsys, monkeypatch, argv, message):

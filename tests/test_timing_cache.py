@@ -9,7 +9,7 @@ import pytest
 from pimdsl import load_spec
 from pimdsl.interpreter import op_timing, timing_cache
 from pimdsl.interpreter.op_timing import OpTimer
-from pimdsl.loops.step_run import compile_step
+from pimdsl.loops.step.step_run import compile_step
 from pimdsl.lowering.records import PimWork
 
 from .conftest import ROOT

@@ -12,7 +12,7 @@ from pimdsl.interpreter.dram.command_stream import CommandTimer
 from pimdsl.interpreter.op_timing import refresh_policy, time_pim
 from pimdsl.lowering.pim_program import expand, placed
 from pimdsl.lowering.stream import unroll
-from pimdsl.loops.pim_attention import attention_shape
+from pimdsl.loops.iteration_serving.pim_attention import attention_shape
 from pimdsl.validation import neupims as N
 
 SPECS = Path(__file__).resolve().parent.parent / "specs"

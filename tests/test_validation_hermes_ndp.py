@@ -69,3 +69,38 @@ def test_the_committed_sweeps_agree_with_the_table_runs():
              for r in csv.DictReader((sweeps / "fig16_opt_13b.csv").open())}
     assert batch[("65536 bit", "16")] / batch[("4096 bit", "16")] == pytest.approx(
         next(r for r in COMMITTED["rows"] if r["id"] == "S5")["ours"], rel=1e-9)
+
+
+def _plot_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("plot_hermes_ndp", ROOT / "validation" / "plot_hermes_ndp.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_plot_script_judges_fig14s_failed_points_as_expected(tmp_path):
+    """validation/plot_hermes_ndp.py exits 0 when a figure's points fail exactly where it expects (too few
+    NDP-DIMMs for the weights), and names the points that differ otherwise."""
+    plot = _plot_script()
+    axis = "memory.hermes_ndp_dimm.count"
+    for name in ("fig14_falcon_40b", "fig14_llama2_70b"):
+        assert plot.unexpected(name, axis, plot.OUT / f"{name}.csv") is None, name
+    rows = (plot.OUT / "fig14_falcon_40b.csv").read_text().splitlines()
+    broken = tmp_path / "broken.csv"
+    broken.write_text("\n".join([rows[0], rows[1].replace(",false,", ",true,", 1),
+                                 rows[2].replace(",true,", ",false,", 1), *rows[3:]]) + "\n")
+    assert plot.unexpected("fig14_falcon_40b", axis, broken) == (
+        f"fig14_falcon_40b: {axis} = 4 failed unexpectedly; 2 ran but should have failed")
+    assert plot.unexpected("fig9_10_opt_13b", "mapping.strategy", plot.OUT / "fig9_10_opt_13b.csv") is None
+
+
+def test_the_committed_fig14_errors_cite_the_specs_current_line():
+    """A failed point's error names file:line of the memory whose DIMMs are too few; a committed CSV
+    citing another line is stale (rerun `python validation/plot_hermes_ndp.py fig14_falcon_40b fig14_llama2_70b`)."""
+    import csv
+    for name in ("fig14_falcon_40b", "fig14_llama2_70b"):
+        for row in csv.DictReader((ROOT / "validation" / "hermes_ndp" / f"{name}.csv").open()):
+            if row["ok"] == "false":
+                path, line, _ = row["error"].split(":", 2)
+                assert (ROOT / path).read_text().splitlines()[int(line) - 1].startswith("memory hermes_ndp_dimm"), name

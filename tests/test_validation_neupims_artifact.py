@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.errors import CompileError
 from pimdsl.loops.iteration_serving import simulate, stage_schedule, stage_seconds
-from pimdsl.loops.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
+from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts, Segment
 from pimdsl.validation import neupims_artifact as V
 
 from .conftest import ROOT

@@ -5,12 +5,16 @@ validation/hermes_ndp/<name>.csv (every metric of `pimc run --json` per point) a
     python validation/plot_hermes_ndp.py [-j N] [NAME ...]
                                 (all: 39 min with -j 1 on two cores shared with five other jobs)
 
+Exit 0 when every figure's points ran, or failed exactly where the figure expects it (`EXPECTED_FAILURES`:
+Fig. 14's DIMM counts too small for the weights); 1 otherwise, saying which points differ.
+
 The paper's bar labels are not in our copy of the text, so these are our numbers only, in the figures'
 layout: tokens/s end to end, 128 + 128 tokens (Sec. V-A-4).
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 import time
 from pathlib import Path
@@ -46,6 +50,22 @@ FIGURES = [
      "pim_unit.hermes_ndp_core.simd_width", "workload.batch"),
 ]
 
+# Points a figure expects to fail, by the value of its first grid axis: too few NDP-DIMMs for the
+# weights and KV cache (S1 in validation/hermes_ndp.md)
+EXPECTED_FAILURES = {"fig14_falcon_40b": {"2"}, "fig14_llama2_70b": {"2", "4"}}
+
+
+def unexpected(name: str, axis: str, path: Path) -> str | None:
+    """None when the points of `path` (a sweep's CSV) failed exactly where the figure expects; else
+    what differs."""
+    with path.open(newline="") as f:
+        failed = {row[axis] for row in csv.DictReader(f) if row["ok"] != "true"}
+    expected = EXPECTED_FAILURES.get(name, set())
+    if failed == expected:
+        return None
+    return (f"{name}: {axis} = {', '.join(sorted(failed - expected)) or '-'} failed unexpectedly; "
+            f"{', '.join(sorted(expected - failed)) or '-'} ran but should have failed")
+
 
 def sweep(name: str, model: str, grid: list, x: str, series: str | None, jobs: int) -> int:
     args = ["sweep", str(ROOT / "specs" / "systems" / f"hermes_ndp_{model}.pim"), "-o", str(OUT / f"{name}.csv"),
@@ -71,8 +91,14 @@ def main() -> int:
         if a.names and name not in a.names:
             continue
         start = time.perf_counter()
-        status |= sweep(name, model, grid, x, series, a.jobs)
-        print(f"{name}: {time.perf_counter() - start:.0f} s", flush=True)
+        ran = sweep(name, model, grid, x, series, a.jobs)    # 1: some point failed, judged below
+        problem = f"{name}: the sweep did not run (exit {ran})" if ran not in (0, 1) else \
+            unexpected(name, grid[0][0], OUT / f"{name}.csv")
+        if problem:
+            print(problem, file=sys.stderr)
+            status = 1
+        print(f"{name}: {time.perf_counter() - start:.0f} s" + (", failed as expected" if name in EXPECTED_FAILURES
+                                                               and not problem else ""), flush=True)
     return status
 
 

@@ -1,5 +1,6 @@
-"""`pimc check FILE... [--strict] [--no-warnings]`: parse, check, and run the pipeline far enough to
-find what the spec gets wrong, every problem of a file in one run.
+"""`pimc check FILE|DIR... [--strict] [--no-warnings]`: parse, check, and run the pipeline far enough
+to find what the spec gets wrong, every problem of a file in one run. A folder stands for every
+`.pim` file under it (recursively, in sorted order).
 
 Beyond the front end's checks: what no run loop reads (`pimdsl/unread.py`), and, for systems the
 step loop runs, every pass over the first prefill and decode steps (an op placed on a unit with no
@@ -20,7 +21,7 @@ from .loading import declares_nothing
 
 def add_parser(sub) -> None:
     p = sub.add_parser("check", help="parse and check spec files")
-    p.add_argument("files", nargs="+", metavar="FILE", help="spec files, or folders of them")
+    p.add_argument("files", nargs="+", metavar="FILE|DIR", help="spec files, or folders of them (recursive)")
     p.add_argument("--no-warnings", action="store_true", help="print errors only")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error")
     p.add_argument("--values", action="store_true",
@@ -39,7 +40,10 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"pimc check: error: {exc}", file=sys.stderr)
         return 2
-    for path in _spec_files(args.files):
+    files = spec_files(args.files)
+    if not files:
+        return 1
+    for path in files:
         spec, diags = load_spec(path)
         values = []
         if spec is not None and args.values and not diags.errors:
@@ -69,12 +73,18 @@ def run(args) -> int:
     return status
 
 
-def _spec_files(paths):
-    """The files named, a folder standing for every .pim file under it (sorted); a folder with none
-    is passed on as it is, for the loader to report."""
+def spec_files(paths) -> list[str]:
+    """The files to check: each file as given, each folder as the `.pim` files under it, sorted."""
+    files = []
     for path in paths:
-        found = sorted(Path(path).rglob("*.pim")) if Path(path).is_dir() else []
-        yield from (str(p) for p in found) if found else (path,)
+        if Path(path).is_dir():
+            found = sorted(str(f) for f in Path(path).rglob("*.pim") if f.is_file())
+            files.extend(found)
+            if not found:
+                print(f"{path}: no .pim files under this folder", file=sys.stderr)
+        else:
+            files.append(path)
+    return files
 
 
 def check_steps(system, diags) -> None:
@@ -82,7 +92,7 @@ def check_steps(system, diags) -> None:
     module docstring): all problems, as diagnostics."""
     from ..driver import loop_module
     from ..loops import step
-    from ..loops.step_run import step_program
+    from ..loops.step.step_run import step_program
     from ..passes.manager import PassManager
     if system.model is None or system.workload is None or loop_module(system) is not step:
         return

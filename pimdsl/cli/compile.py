@@ -56,7 +56,7 @@ def count(text: str) -> int:
 
 
 def run(args) -> int:
-    from ..loops.step_run import compile_step, memory_bytes       # here: `pimc --help` needs none of it
+    from ..loops.step.step_run import compile_step, memory_bytes       # here: `pimc --help` needs none of it
     system, diags = load_system(args, steps=2)
     if system is None:
         return 1

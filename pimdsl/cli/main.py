@@ -13,8 +13,14 @@ import sys
 import threading
 
 from ..ir.errors import PimdslError
-from . import check, compile as compile_cmd, dram, execute, kernel, run as run_cmd, sweep
+from .. import __version__
+from ..frontend.resources import specs_dir
+from . import check, compile as compile_cmd, dram, execute, explain, kernel, run as run_cmd, sweep
 from .loading import NothingToDo, load_reported
+
+
+def version_text() -> str:
+    return f"pimc {__version__} (bundled specs: {specs_dir()})"
 
 
 def _add_set(p: argparse.ArgumentParser) -> None:
@@ -24,6 +30,8 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems")
+    parser.add_argument("--version", action="version", version=version_text(),
+                        help="print pimc's version and where its bundled specs are read from")
     sub = parser.add_subparsers(dest="command", required=True)
     check.add_parser(sub)
     show = sub.add_parser("show", help="print the elaborated IR of a spec")
@@ -36,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_parser(sub)
     execute.add_parser(sub)
     kernel.add_parser(sub)
+    explain.add_parser(sub)
     return parser
 
 
@@ -54,7 +63,7 @@ def cmd_show(args) -> int:
 
 COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
             "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run,
-            "kernel": kernel.run}
+            "kernel": kernel.run, "explain": explain.run}
 
 
 def _terminated(signum, frame):
@@ -62,7 +71,10 @@ def _terminated(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "timeline_layer", None) is not None and not args.timeline:
+        parser.error("--timeline-layer N keeps one layer of the --timeline FILE; give --timeline too")
     previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:
         return COMMANDS[args.command](args)

@@ -83,8 +83,8 @@ def run(args) -> int:
         return 0
     width = 16
     keys = ("system", "model", "strategy", *(k for k in ("tp", "pp", "batch", "dataset") if serving and k in report),
-            "ttft_s", "tpot_s", "tokens_per_s", "end_to_end_s")
-    for key in keys:
+            "ttft_s", "ttft_p99_s", "tpot_s", "tpot_p99_s", "op_s", "tokens_per_s", "end_to_end_s", "makespan_s")
+    for key in (k for k in keys if k in report):
         value = report[key]
         print(f"{key:<{width}} {value:.6g}" if isinstance(value, float) else f"{key:<{width}} {value}")
     print(f"{'memory_bytes':<{width}} " + ", ".join(f"{k} {v}" for k, v in report["memory_bytes"].items()

@@ -22,6 +22,20 @@ KIND_TABLES = {
 }
 
 
+def _add_what_systems_use(tables: dict[str, dict]) -> None:
+    """The tables hold the root file's blocks and every block its systems use, wherever declared:
+    a system whose hardware is imported still shows its memories, parts and units."""
+    for system in list(tables["systems"].values()):
+        used = {"processors": system.processors, "memories": system.memories, "links": system.links,
+                "storages": system.storage, "models": [system.model], "mappings": [system.mapping],
+                "workloads": [system.workload], "drams": [m.part for m in system.memories],
+                "pim_units": [m.pim for m in system.memories]}
+        for table, items in used.items():
+            for item in items:
+                if item is not None:
+                    tables[table].setdefault(item.name, item)
+
+
 class Elaborator:
     def __init__(self, globals_: dict[str, Node], diags: Diagnostics):
         self.globals = globals_
@@ -84,6 +98,7 @@ class Elaborator:
             built = self.build(node)
             if built is not None and (root_names is None or name in root_names):
                 tables[KIND_TABLES[node.kind]][name] = built
+        _add_what_systems_use(tables)
         self.warn_unread()
         return Spec(root=root, **tables)
 

@@ -85,7 +85,7 @@ class ModelBuilder:
     @staticmethod
     def _find(source: str, here: Path) -> Path:
         """Like imports: relative to the spec file, then the library path."""
-        for folder in [here] + library_path():
+        for folder in [here] + library_path(here):
             if (folder / source).is_file():
                 return folder / source
         return here / source
@@ -130,7 +130,7 @@ class ModelBuilder:
                     orr.fail(f"op '{o.name}' reads '{i}', which is no tensor or op of this model", "inputs",
                              did_you_mean(i, names, "tensors"))
             ops.append(OpDecl(o.name or "?", orr.choice("op", OP_KINDS), inputs or (),
-                              orr.choice("output", tuple(names) or ("out",), None) or o.name, o.span))
+                              orr.choice("output", tuple(sorted(names)) or ("out",), None) or o.name, o.span))
             names.add(o.name)
             orr.finish()
         if not ops:

@@ -1,11 +1,15 @@
 """Loading: a root spec file and everything it imports, in order.
 
 `import "x.pim";` is resolved relative to the importing file, then against the
-library path (the bundled `specs/` folder, plus PIMDSL_PATH). Import cycles and
-missing files are diagnostics. Each file is read once.
+library path: the folders of PIMDSL_PATH, then, for a file inside a pimdsl checkout (a folder
+with `grammar/pim.lark` and `specs/`), that checkout's `specs/`, then the bundled `specs/` folder.
+So a user who edits `specs/` in the repository after `pip install .` runs what they edited, not
+the installed copy (`pimc --version` names the bundled folder). Import cycles and missing files
+are diagnostics. Each file is read once.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +30,21 @@ class Module:
     statements: tuple
 
 
-def library_path() -> list[Path]:
+def library_path(here: Path | None = None) -> list[Path]:
+    """Where imports of a file in folder `here` are looked for after `here` (module docstring)."""
     extra = [Path(p) for p in os.environ.get("PIMDSL_PATH", "").split(os.pathsep) if p]
-    return extra + [specs_dir()]
+    checkout = checkout_specs(here.resolve()) if here is not None else None
+    bundled = specs_dir()
+    return extra + ([checkout] if checkout is not None and checkout != bundled else []) + [bundled]
+
+
+@functools.lru_cache(maxsize=256)
+def checkout_specs(folder: Path) -> Path | None:
+    """The `specs/` folder of the pimdsl checkout `folder` lies in, if any."""
+    for above in (folder, *folder.parents):
+        if (above / "grammar" / "pim.lark").is_file() and (above / "specs").is_dir():
+            return (above / "specs").resolve()
+    return None
 
 
 def display_path(path: Path) -> str:
@@ -82,12 +98,12 @@ class Loader:
             self.diags.error(f"imports name {SPEC_SUFFIX} spec files only, not \"{stmt.path}\"", stmt.span,
                              f"write e.g. `import \"dram/ddr4{SPEC_SUFFIX}\";`")
             return None
-        for folder in [here] + library_path():
+        for folder in [here] + library_path(here):
             candidate = folder / stmt.path
             if candidate.is_file():
                 return candidate
         near = []
-        for folder in [here] + library_path():
+        for folder in [here] + library_path(here):
             if folder.is_dir():
                 near += _specs_under(folder)
         self.diags.error(f"cannot find the imported file \"{stmt.path}\"", stmt.span,

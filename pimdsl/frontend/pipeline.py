@@ -48,3 +48,19 @@ def load_spec(path: str | Path, overrides: list[str] = (), diags: Diagnostics | 
     elaborator = Elaborator(globals_, diags)
     spec = elaborator.elaborate(root.shown, root_names)
     return (spec if not diags.errors else None), diags
+
+
+def spec_nodes(path: str | Path, overrides: list[str] = ()) -> dict:
+    """The scope tree of a valid spec (top-level name -> Node, overrides applied): where each field
+    is written, for commands that point at spec lines (`pimc explain`)."""
+    diags = Diagnostics()
+    loader = Loader(diags)
+    root = loader.load(Path(path))
+    globals_ = ScopeBuilder(loader.top_level_blocks(), diags).build_all() if root is not None else {}
+    roots = [globals_[s.name] for s in root.statements if isinstance(s, Block) and s.name in globals_] if root else []
+    for text in overrides:
+        try:
+            apply_override(globals_, *parse_override(text, diags), diags, roots)
+        except SpecError:
+            pass
+    return globals_

@@ -282,7 +282,7 @@ class Processor:
     # instruction queue); 0: no limit
     pim_issue_rate: int = field(default=0, metadata={"json": "omit_default"})
     # how the processor dispatches PIM work: overlapped (every request's instructions as one stream)
-    # or grouped (one request group in flight, groups cut by the scratchpad: loops/layer_segments.py)
+    # or grouped (one request group in flight, groups cut by the scratchpad: loops/iteration_serving/layer_segments.py)
     # or batch (the whole (sub-)batch as one group)
     pim_dispatch: str = field(default="overlapped", metadata={"json": "omit_default"})
     scratchpad_bytes: int = field(default=0, metadata={"json": "omit_default"})

@@ -1,6 +1,6 @@
 """Serving: the requests of a workload, iteration-level scheduling over a paged KV cache, and the
 channel assignment and sub-batch algorithms ([NEUPIMS] Sec. 6) of the iteration serving loop
-(`loops/iteration_serving.py`). Pure bookkeeping: the
+(`loops/iteration_serving/`). Pure bookkeeping: the
 timing of an iteration comes from the interpreter, passed in as latency functions."""
 from .channel_assignment import (ChannelAssignment, channel_loads, greedy_min_load, mha_latency,
                                  mha_tile_counts, partition_sub_batches, round_robin)

@@ -3,7 +3,7 @@
 Owns the serving loop's bookkeeping, not its timing: `IterationScheduler.step()` returns one
 iteration's batch, and a caller times it (or `run_to_completion` asks a latency function).
 
-The step convention is pimdsl's (pimdsl/loops/step_run.py): a request runs one prefill of its
+The step convention is pimdsl's (pimdsl/loops/step/step_run.py): a request runs one prefill of its
 `input_len` tokens, then `output_len` decode steps of one token each; its KV cache grows from
 `input_len` to `input_len + output_len` tokens. Requests join and leave only at iteration
 boundaries ([ORCA] Yu et al., OSDI '22, iteration-level scheduling; NeuPIMs, section 4 item 1:

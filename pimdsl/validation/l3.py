@@ -9,8 +9,8 @@ from unittest import mock
 from ..frontend.pipeline import load_spec
 import numpy as np
 
-from ..loops import attention_programs as ap
-from ..loops import dimm_pim_costs as dc
+from ..loops.sub_batch_serving import attention_programs as ap
+from ..loops.sub_batch_serving import dimm_pim_costs as dc
 from ..serving.requests import requests_for
 from ..loops import sub_batch_serving as loop
 
@@ -57,7 +57,7 @@ def memory_sets(gib: int, ranksets: int) -> list[str]:
 def run(model: str, strategy: str, sets=()) -> dict:
     r = loop.run(system(model, [f"mapping.strategy={strategy}", *sets])).report
     keep = ("tokens_per_s", "tpot_s", "ttft_s", "batch_max", "batch_mean", "oom_requests", "served",
-            "end_to_end_s", "rankset_imbalance", "utilization", "pcie_bytes", "predictor_errors")
+            "end_to_end_s", "makespan_s", "rankset_imbalance", "utilization", "pcie_bytes", "predictor_errors")
     return {k: r[k] for k in keep}
 
 

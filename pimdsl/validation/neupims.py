@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..interpreter.dram.command_stream import CommandTimer
-from ..loops.pim_attention import attention_stream
+from ..loops.iteration_serving.pim_attention import attention_stream
 
 # [REFDATA] pim README Sec. 2: seq_len -> cycles (one channel, 4 heads of 128 per tile); cold-start trace
 REFERENCE = {32: 178, 64: 375, 128: 769, 256: 1557}

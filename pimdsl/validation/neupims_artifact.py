@@ -24,7 +24,7 @@ import numpy as np
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..loops.iteration_serving import schedule_chains, stage_schedule, sub_batch_groups
-from ..loops.layer_segments import SERVING_STRATEGIES, DeviceCosts
+from ..loops.iteration_serving.layer_segments import SERVING_STRATEGIES, DeviceCosts
 from .neupims_serving import AS_RUN, MAIN_CORE, PHYSICAL, SERIAL_GEMVS, SIMULATOR
 
 REFERENCE = Path(__file__).resolve().parents[2] / "validation" / "reference" / "neupims_artifact"

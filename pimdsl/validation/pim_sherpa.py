@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from ..interpreter.op_timing import OpTimer
-from ..loops.step_run import compile_step, run_system
+from ..loops.step.step_run import compile_step, run_system
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.pim_program import tensor_rows
 from ..ir.addresses import row_stride

@@ -19,7 +19,8 @@ from ..frontend.pipeline import load_spec
 from ..frontend.resources import specs_dir
 from dataclasses import replace
 
-from ..loops import layer_profile, pipelined_loading as pl
+from ..loops.pipelined_loading import layer_profile
+from ..loops import pipelined_loading as pl
 from ..ir.errors import CompileError
 
 MODELS = {"bert_large": "BERT-Large", "gpt2_medium": "GPT-2-Base", "vit_large": "ViT-Large", "gpt_j_6b": "GPT-J"}

@@ -114,7 +114,8 @@ def _memory_s(processor: Processor, kernel: Kernel) -> float:
         return kernel.bytes / kernel.bandwidth
     if processor.memory_bandwidth_bytes_per_s <= 0:
         raise ModelError(f"{processor.kind} '{processor.name}' has no memory_bandwidth; kernel "
-                         f"'{kernel.op}' moves {kernel.bytes:g} bytes")
+                         f"'{kernel.op}' moves {kernel.bytes:g} bytes", processor.span,
+                         f"give the {processor.kind} its memory bandwidth: `memory_bandwidth = 51.2 GB/s;`")
     return kernel.bytes / (processor.count * processor.memory_bandwidth_bytes_per_s)
 
 
@@ -131,8 +132,8 @@ def peak_dtype(processor: Processor, dtype: str) -> str:
     tried = ", ".join((dtype, *DTYPE_FALLBACK.get(dtype, ())))
     have = ", ".join(sorted(processor.peak_flops)) or "none"
     raise ModelError(f"{processor.kind} '{processor.name}' has no peak for a {dtype} kernel "
-                     f"(tried {tried}; its peak block gives {have}); add '{dtype} = ... FLOPS;' "
-                     f"to its peak block")
+                     f"(tried {tried}; its peak block gives {have})", processor.span,
+                     f"add `{dtype} = ... FLOPS;` to its peak block")
 
 
 def _roofline(processor: Processor, kernel: Kernel, memory_s: float) -> KernelTime:
@@ -177,7 +178,7 @@ def _shape(kernel: Kernel) -> tuple[int, int, int]:
 def _clock(processor: Processor) -> float:
     if not processor.clock_hz:
         raise ModelError(f"npu '{processor.name}' has no clock; its systolic arrays and vector "
-                         f"units are timed in cycles")
+                         f"units are timed in cycles", processor.span, "give the npu a `clock = ... GHz;`")
     return processor.clock_hz
 
 

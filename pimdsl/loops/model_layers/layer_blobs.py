@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir.workload import DTYPE_BYTES, Model
+from ...ir.workload import DTYPE_BYTES, Model
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.workload import Model
+from ...ir.workload import Model
 
 
 def layer_norm(x, g, b, eps=1e-5):

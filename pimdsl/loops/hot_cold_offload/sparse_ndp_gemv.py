@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import weakref
 
-from ..interpreter.dram.compiled_timer import core_is_cached, make_timer, stream_engine
-from ..interpreter.dram.stream_timer import StreamTimer
-from ..ir.hardware import Memory
-from ..lowering.pim_program import expand
-from ..interpreter import timing_cache
+from ...interpreter.dram.compiled_timer import core_is_cached, make_timer, stream_engine
+from ...interpreter.dram.stream_timer import StreamTimer
+from ...ir.hardware import Memory
+from ...lowering.pim_program import expand
+from ...interpreter import timing_cache
 
 # neurons of the two runs whose difference is the marginal cost: a few row sets of every rank and
 # bank group, so that the first activations and the last passes (not per neuron) cancel

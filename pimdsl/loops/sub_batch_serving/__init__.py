@@ -28,12 +28,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .step_run import RunResult
-from ..frontend.diagnostics import did_you_mean
-from ..ir.workload import System
-from ..ir.errors import CompileError
-from ..serving.requests import requests_for
-from ..unread import leading_links
+from ...ir.run_result import RunResult
+from ...frontend.diagnostics import did_you_mean
+from ...ir.workload import System
+from ...ir.errors import CompileError
+from ...serving.metrics import request_latencies
+from ...serving.requests import requests_for
+from ...unread import leading_links
 from . import dimm_pim_costs as dc
 from .latency_predictors import Profiles
 from .sub_batch_split import chunk, split, split_by_class
@@ -293,7 +294,7 @@ class Replica:
         self.batch_time += len(self.ctx) * total
         self.max_batch = max(self.max_batch, len(self.ctx))
         if self.intervals is not None and total > 0:
-            from ..ir.intervals import Interval
+            from ...ir.intervals import Interval
             self.intervals.append(Interval(f"{self.name}.gpu", label, start, start + min(total, gpu_s * self.layers), "compute"))
             if att_s:
                 self.intervals.append(Interval(f"{self.name}.{self.mode.attention}", label, start,
@@ -502,10 +503,10 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
         "system": system.name, "model": system.model.name, "strategy": system.mapping.strategy,
         "loop": "sub_batch_serving", "requests": len(requests), "served": len(served),
         "oom_requests": oom, "output_tokens": out_tokens,
-        "ttft_s": float(np.mean([first[r.id] for r in served])) if served else 0.0,
-        "tpot_s": float(np.mean(tbt)) if tbt else 0.0,
+        # every request arrives at 0 s: its first token's and its last token's time are its latencies
+        **request_latencies([first[r.id] for r in served], tbt, [finish[r.id] for r in served]),
         "tokens_per_s": out_tokens / end,
-        "end_to_end_s": end,
+        "makespan_s": end,
         "batch_max": max(rep.max_batch for rep in replicas),
         "batch_mean": sum(rep.batch_time for rep in replicas) / (len(replicas) * end),
         "memory_bytes": {"weights": system.model.weight_bytes * len(replicas), "kv_cache_capacity": kv_peak * len(replicas),
@@ -527,7 +528,7 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
 
 def estimate(system: System):
     """Work of a run, in scheduling decisions: a few per request plus one per prefill chunk."""
-    from ..budget import Estimate
+    from ...budget import Estimate
     wl = system.workload
     mean_in = wl.mean_input_len or wl.input_len
     multiple = system.mapping.params.get("chunk_multiple", 16)

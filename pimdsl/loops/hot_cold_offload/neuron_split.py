@@ -37,18 +37,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ..jit_cache import njit
+from ...jit_cache import njit
 
-from .step_run import RunResult
-from ..frontend.diagnostics import did_you_mean
-from ..interpreter.host.models import kernel_time, transfer_time
-from ..ir.workload import DTYPE_BYTES, System
-from ..lowering.records import Kernel
-from ..ir.errors import CompileError
-from ..sparsity import activations, neuron_placement
-from ..sparsity.activation_predictor import Predictor
-from ..sparsity.window_remap import imbalance, loads, remap_in_place
-from ..unread import leading_links
+from ...frontend.diagnostics import did_you_mean
+from ...interpreter.host.models import kernel_time, transfer_time
+from ...ir.workload import DTYPE_BYTES, System
+from ...lowering.records import Kernel
+from ...ir.errors import CompileError
+from ...sparsity import activations, neuron_placement
+from ...sparsity.activation_predictor import Predictor
+from ...sparsity.window_remap import imbalance, loads, remap_in_place
+from ...unread import leading_links
 
 STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu", "hermes_random",
               "hermes_partition", "hermes_adjustment", "hermes_token_adjustment", "hermes_layer_adjustment",
@@ -510,7 +509,7 @@ def charge(per_dev, neuron_s, busy):
 
 
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
-    from ..ir.intervals import Interval
+    from ...ir.intervals import Interval
     m, wl, p = s.system.model, s.system.workload, s.params
     b = wl.batch
     host = sw.cold == "host"
@@ -670,12 +669,3 @@ def report_common(s: Setup, ttft: float, e2e: float) -> dict:
                              "gpu_weights": min(s.budget, totals["weights"]),
                              "total": totals["weights"] + totals["kv_cache"]}}
 
-
-def run(system: System, timeline: bool = False, **_) -> RunResult:
-    s = setup(system)
-    if s.strategy in SPARSE:
-        report, intervals = sparse_run(s, SPARSE[s.strategy], timeline)
-    else:
-        from . import offload_baselines
-        report, intervals = offload_baselines.run(s, timeline)
-    return RunResult(report, intervals if timeline else [])

@@ -25,10 +25,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..ir.intervals import Interval
-from ..lowering.records import PimWork
-from ..passes.program import Program
-from ..interpreter.schedule import StepSchedule, _args, resources_of, step_seconds
+from ...ir.intervals import Interval
+from ...lowering.records import PimWork
+from ...passes.program import Program
+from ...interpreter.schedule import StepSchedule, _args, resources_of, step_seconds
 
 
 def _leaves(value, out: list) -> object:

@@ -45,17 +45,17 @@ from functools import cached_property
 
 import numpy as np
 
-from ..graph.build import Op
-from ..interpreter.host.models import kernel_time, serial_gemv_cycles, transfer_time
-from ..interpreter import timing_cache
-from ..interpreter.dram.interleave import contention, timer_for
-from ..ir.hardware import Memory, Processor
-from ..ir.workload import DTYPE_BYTES, System
-from ..graph.parallel import device_model, parallelism
-from ..lowering.records import Kernel
-from ..ir.errors import CompileError
-from ..serving.channel_assignment import mha_tile_counts
-from .layer_work import LINEAR_KINDS, layer_segments
+from ...graph.build import Op
+from ...interpreter.host.models import kernel_time, serial_gemv_cycles, transfer_time
+from ...interpreter import timing_cache
+from ...interpreter.dram.interleave import contention, timer_for
+from ...ir.hardware import Memory, Processor
+from ...ir.workload import DTYPE_BYTES, System
+from ...graph.parallel import device_model, parallelism
+from ...lowering.records import Kernel
+from ...ir.errors import CompileError
+from ...serving.channel_assignment import mha_tile_counts
+from ..model_layers.layer_work import LINEAR_KINDS, layer_segments
 from .pim_attention import attention_lets, attention_stream, host_instructions, scores_writeback, vector_banks
 
 

@@ -26,9 +26,9 @@ from typing import Sequence
 
 import networkx as nx
 
-from ..graph.build import Op, attention_ops, build_graph
-from ..ir.workload import Model
-from ..bounded_cache import BoundedCache
+from ...graph.build import Op, attention_ops, build_graph
+from ...ir.workload import Model
+from ...bounded_cache import BoundedCache
 
 SEGMENTS = ("qkv", "mha", "proj", "ffn")
 ATTENTION_KINDS = ("attn_score", "softmax", "attn_context")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache_home import cache_folder
+from ...cache_home import cache_folder
 from .layer_blobs import Blob
 
 NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}

@@ -29,10 +29,13 @@ iteration when the run never has a backlog. Utilisation (Table 4) over the same 
 systolic FLOPs / (peak x time) (MAC utilisation; `npu_busy` is the share of time the NPU has a
 kernel running, memory-bound ones included: the paper does not say which it reports); PIM = busy time summed over channels / (channels x time);
 bandwidth = the processor's DRAM traffic / (peak bandwidth x time), the traffic PIM does inside
-the banks not counted. `mean_decode_batch` is over the same window. TTFT (`ttft_s`, mean over
-requests; `ttft_p99_s`) runs from arrival to the first token: the wait for admission plus the
-prompt's summarisation on the standalone NPUs (`DeviceCosts.prefill_seconds`). `breakdown_s` has
-the whole run's device time (`decode`) and each resource's busy time, every layer counted.
+the banks not counted. `mean_decode_batch` and `iteration_s` (the mean iteration) are over the same
+window. Per request (`serving/metrics.py`: mean, p50, p99): TTFT runs from arrival to the first
+token, the wait for admission plus the prompt's summarisation on the standalone NPUs
+(`DeviceCosts.prefill_seconds`); TPOT from the first token to the last, over the later tokens; the
+end-to-end latency from arrival to the last token, which leaves after its iteration. `makespan_s`
+is the whole run's device time, as `breakdown_s`'s `decode`, with each resource's busy time, every
+layer counted.
 """
 from __future__ import annotations
 
@@ -42,13 +45,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ir.intervals import Interval
-from ..interpreter.host.models import peak_dtype
-from ..ir.workload import System
-from ..ir.errors import CompileError
-from ..serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
-from ..serving.requests import requests_for
-from ..serving.scheduler import IterationScheduler, PagedKVCache
+from ...ir.intervals import Interval
+from ...interpreter.host.models import peak_dtype
+from ...ir.workload import System
+from ...ir.errors import CompileError
+from ...serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
+from ...serving.metrics import request_latencies
+from ...serving.requests import requests_for
+from ...serving.scheduler import IterationScheduler, PagedKVCache
 from .layer_segments import ALL_REDUCES, INTERLEAVES, PIPELINE_SPLITS, SERVING_STRATEGIES, DeviceCosts, Segment
 
 TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
@@ -251,12 +255,13 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
     intervals: list[Interval] = []
     clock, peak_pages, preemptions = 0.0, 0, 0
     first_token: dict[int, float] = {}         # request -> when its prefill's first token is out
+    finish: dict[int, float] = {}              # request -> when its last token is out
     arrival = {r.id: r.arrival for r in requests}
     while (it := sched.step()) is not None:
         preemptions += len(it.preempted)
         for e in it.entries:
             if e.phase == "prefill" and e.request_id not in first_token:
-                first_token[e.request_id] = it.start_s + costs.prefill_seconds(e.new_tokens) - arrival[e.request_id]
+                first_token[e.request_id] = it.start_s + costs.prefill_seconds(e.new_tokens)
         if it.preempted and strategy.pim:       # recompute preemption: they leave their channels
             gone = set(it.preempted)
             placed = [[item for item in chnl if item[0] not in gone] for chnl in placed]
@@ -278,6 +283,7 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
                                       "iteration", {"decoding": len(decode), "admitted": len(it.admitted),
                                                     "finished": len(it.finished), "kv_pages": it.kv_used_pages}))
         clock += totals.seconds
+        finish.update((rid, clock) for rid in it.finished)
         everything.add(totals)
         if backlog:
             steady.add(totals)
@@ -290,8 +296,10 @@ def simulate(system: System, progress=None, timeline: bool = False) -> ServingRe
             progress(len(requests) - sched.waiting - sched.running, len(requests))
     window = steady if steady.tokens else everything
     report = _report(system, costs, work, requests, window, everything, kv, peak_pages)
-    ttft = np.array(list(first_token.values()))
-    report.update(ttft_s=float(ttft.mean()), ttft_p99_s=float(np.percentile(ttft, 99)), preemptions=preemptions)
+    out_len = {r.id: r.output_len for r in requests}
+    report.update(request_latencies([first_token[r] - arrival[r] for r in first_token],
+                                    [(finish[r] - first_token[r]) / (out_len[r] - 1) for r in finish if out_len[r] > 1],
+                                    [finish[r] - arrival[r] for r in finish]), preemptions=preemptions)
     return ServingResult(report, intervals)
 
 
@@ -391,8 +399,8 @@ def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals,
         "mean_output_len": float(np.mean([r.output_len for r in requests])) if requests else 0.0,
         "iterations": everything.iterations, "measured_iterations": window.iterations,
         "measured_tokens": window.tokens,
-        "tpot_s": window.seconds / window.iterations if window.iterations else 0.0,
-        "end_to_end_s": everything.seconds,
+        "iteration_s": window.seconds / window.iterations if window.iterations else 0.0,
+        "makespan_s": everything.seconds,
         "end_to_end_tokens_per_s": everything.tokens / everything.seconds if everything.seconds else 0.0,
         "mean_decode_batch": window.batch / window.iterations if window.iterations else 0.0,
         "breakdown_s": {"decode": everything.seconds,

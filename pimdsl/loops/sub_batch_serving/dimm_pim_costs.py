@@ -21,13 +21,13 @@ import dataclasses
 from dataclasses import dataclass, field
 import numpy as np
 
-from ..interpreter.dram.command_stream import time_commands
-from ..interpreter.host.collectives import all_reduce_time
-from ..interpreter.host.gpu_kernel import shapeless_seconds
-from ..interpreter.host.models import kernel_time
-from ..interpreter.host.op_kernels import op_kernel
-from ..ir.commands import Command
-from ..ir.hardware import Link, Memory, Processor
+from ...interpreter.dram.command_stream import time_commands
+from ...interpreter.host.collectives import all_reduce_time
+from ...interpreter.host.gpu_kernel import shapeless_seconds
+from ...interpreter.host.models import kernel_time
+from ...interpreter.host.op_kernels import op_kernel
+from ...ir.commands import Command
+from ...ir.hardware import Link, Memory, Processor
 from . import attention_programs as ap
 
 # The hbm_pim baseline's programs as NeuPIMs runs them: the query and each chunk of softmax scores

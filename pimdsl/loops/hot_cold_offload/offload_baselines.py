@@ -22,14 +22,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..interpreter.host.collectives import all_reduce_time
-from .hot_cold_offload import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
+from ...interpreter.host.collectives import all_reduce_time
+from .neuron_split import (Setup, attention_ndp_s, blocks_of, check_capacity, cold_neuron_s, dimm_s,
                                generator, gpu_s, kv_bytes, layer_bytes, model_totals, prefill, prefill_s, report_common,
                                resident_layers, sync_s)
 
 
 def run(s: Setup, timeline: bool) -> tuple[dict, list]:
-    from ..ir.intervals import Interval
+    from ...ir.intervals import Interval
     return {"accelerate": streamed, "flexgen": streamed, "deja_vu": deja_vu, "hermes_base": hermes_base,
             "tensor_parallel": tensor_parallel}[s.strategy](s, Interval)
 
@@ -141,12 +141,12 @@ def tensor_parallel(s: Setup, Interval) -> tuple[dict, list]:
     m, wl = s.system.model, s.system.workload
     need = sum(model_totals(s).values())
     if need > s.budget:
-        from ..ir.errors import CompileError
+        from ...ir.errors import CompileError
         raise CompileError(f"the weights and KV cache ({need / 1e9:.1f} GB) do not fit {s.gpu.count} x "
                            f"{s.gpu.memory_bytes / 1e9:.0f} GB of '{s.gpu.name}'", s.gpu.span,
                            "declare more GPUs, or fewer gpu_reserved")
     if s.gpu.count > 1 and s.link is None:
-        from ..ir.errors import CompileError
+        from ...ir.errors import CompileError
         raise CompileError(f"tensor parallelism over {s.gpu.count} GPUs needs an nvlink among the system's links",
                            s.system.span)
     lb = layer_bytes(s)

@@ -7,9 +7,11 @@ growing from `input_len`. `input_len=1 output_len=1` is thus one prefill
 token and one real decode step. Encoders and graph models run one step.
 
 Reported (ARCHITECTURE.md, `pimc run --json`):
-  ttft_s         the prefill step
+  ttft_s         the prefill step (an encoder: its one step)
   tpot_s         mean decode step
-  tokens_per_s   generated tokens (batch x output_len) per second, end to end
+  tokens_per_s   generated tokens (batch x output_len) per second, end to end; an encoder generates
+                 none: the tokens it reads (batch x input_len) per second
+  op_s           a graph model (one op, a GEMV): its time, instead of the three above
   end_to_end_s   prefill + every decode step
   memory_bytes   weights (every copy), KV cache at the end, largest activation
   utilization    busy time / end-to-end time, per resource (each instance of a
@@ -28,25 +30,19 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from ..graph.build import build_graph
-from ..graph.parallel import device_model, parallelism
-from ..ir.workload import System
-from ..lowering.records import PimWork
-from ..passes.manager import PassManager
-from ..passes.program import Program
-from ..passes.strategy import STRATEGIES
+from ...graph.build import build_graph
+from ...graph.parallel import device_model, parallelism
+from ...ir.run_result import RunResult
+from ...ir.workload import System
+from ...lowering.records import PimWork
+from ...passes.manager import PassManager
+from ...passes.program import Program
+from ...passes.strategy import STRATEGIES
 from .affine_steps import AffineSteps
-from ..interpreter.op_timing import OpTimer, refresh_policy
-from ..interpreter.schedule import StepSchedule, schedule
-
-
-@dataclass
-class RunResult:
-    report: dict
-    intervals: list = field(default_factory=list)     # emit.timeline.Interval, whole run
-    pass_times_s: dict = field(default_factory=dict)
+from ...interpreter.op_timing import OpTimer, refresh_policy
+from ...interpreter.schedule import StepSchedule, schedule
 
 
 def step_program(system: System, phase: str, batch: int, tokens: int, context: int) -> Program:
@@ -118,9 +114,10 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
         "model": model.name,
         "strategy": system.mapping.strategy if system.mapping else None,
         "batch": batch, "input_len": input_len, "output_len": output_len,
-        "ttft_s": prefill_step.seconds,
-        "tpot_s": decode["seconds"] / decode["steps"] if decode else prefill_step.seconds,
-        "tokens_per_s": (generated / end_to_end if generated else batch / end_to_end) if end_to_end else 0.0,
+        **({"op_s": end_to_end} if model.architecture == "graph" else {
+            "ttft_s": prefill_step.seconds,
+            "tpot_s": decode["seconds"] / decode["steps"] if decode else prefill_step.seconds,
+            "tokens_per_s": ((generated or batch * input_len) / end_to_end) if end_to_end else 0.0}),
         "end_to_end_s": end_to_end,
         "memory_bytes": memory,
         "memories": memories_report(system, prefill, last),

@@ -1,5 +1,5 @@
 """The step loop, the default run loop: compile each step of the workload (prefill, then one decode
-step per generated token) through the passes and time it (`loops/step_run.py`).
+step per generated token) through the passes and time it (`loops/step/step_run.py`).
 
 What it reads of a mapping is declared here, in one place, from the passes that read it
 (`pimdsl/unread.py` warns about the rest): the weight strategies of `passes/strategy.py`, the
@@ -10,9 +10,9 @@ each PIM op over its instances (passes/lowering.py).
 """
 from __future__ import annotations
 
-from ..graph.parallel import PARAMS as PARALLEL_PARAMS
-from ..passes.placement import OP_CLASSES as PLACED
-from ..passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
+from ...graph.parallel import PARAMS as PARALLEL_PARAMS
+from ...passes.placement import OP_CLASSES as PLACED
+from ...passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_STRATEGIES
 
 # `default`: a mapping without a `strategies` list (host ops read a host-friendly copy, PIM ops a PIM-aware one)
 STRATEGIES = ("default", *WEIGHT_STRATEGIES)

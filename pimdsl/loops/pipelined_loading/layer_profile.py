@@ -13,8 +13,8 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
-from ..ir.workload import System
-from .layer_blobs import partition
+from ...ir.workload import System
+from ..model_layers.layer_blobs import partition
 
 FORMAT = "pimdsl-layer-profile/1"
 

@@ -17,11 +17,11 @@ import weakref
 
 import numpy as np
 
-from ..interpreter.dram.compiled_timer import make_timer
-from ..interpreter.dram.stream_timer import time_stream
-from ..ir.hardware import Memory
-from ..ir.pim_program import evaluate
-from ..lowering.pim_program import environment, expand
+from ...interpreter.dram.compiled_timer import make_timer
+from ...interpreter.dram.stream_timer import time_stream
+from ...ir.hardware import Memory
+from ...ir.pim_program import evaluate
+from ...lowering.pim_program import environment, expand
 
 GRANULE = 16            # tail tokens are timed in steps of this many (a chunk of 16 scores)
 PERIODS = 32            # periods of P tokens the steady state is measured over

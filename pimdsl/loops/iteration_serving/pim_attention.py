@@ -2,14 +2,14 @@
 (`attn_context`) command streams of one channel, the names a program derives for a shape, the
 NPU's write-back of softmax scores between the two GEMVs, the instructions a host issues for a
 stream, and the banks the attention vectors occupy. The serving loop's per-layer costs time these streams on the DRAM engine
-(`loops/layer_segments.py`).
+(`loops/iteration_serving/layer_segments.py`).
 """
 from __future__ import annotations
 
-from ..ir.commands import Command
-from ..ir.hardware import Memory
-from ..lowering.pim_program import environment, expand, op_stream, place_of
-from ..lowering.stream import unroll
+from ...ir.commands import Command
+from ...ir.hardware import Memory
+from ...lowering.pim_program import environment, expand, op_stream, place_of
+from ...lowering.stream import unroll
 
 
 def attention_shape(kv: int, heads: int, head_dim: int) -> dict:

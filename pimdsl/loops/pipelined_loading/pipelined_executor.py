@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir.workload import Model
-from . import numpy_forward as nf, weight_files
+from ...ir.workload import Model
+from ..model_layers import numpy_forward as nf
+from ..model_layers import weight_files
 from .layer_profile import LayerProfile, Profile
 
 PAGE = os.sysconf("SC_PAGE_SIZE")

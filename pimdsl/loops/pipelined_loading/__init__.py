@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .step_run import RunResult
-from ..ir.workload import System
-from ..frontend.diagnostics import did_you_mean
-from ..ir.errors import CompileError
+from ...ir.run_result import RunResult
+from ...ir.workload import System
+from ...frontend.diagnostics import did_you_mean
+from ...ir.errors import CompileError
 from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
@@ -187,7 +187,8 @@ def report(s: Setup, pred: dict) -> dict:
     end, ends = pred["end_s"], pred["pass_ends_s"]
     weights = p.resident_bytes + pred["layers_peak"]
     total = weights + s.activation_bytes
-    generated = wl.batch * (wl.output_len if system.model.architecture == "decoder" else 1)
+    # an encoder generates nothing: its throughput is the tokens it reads
+    generated = wl.batch * (wl.output_len if system.model.architecture == "decoder" else wl.input_len)
     out = {
         "system": system.name, "model": system.model.name, "strategy": pred["strategy"],
         "loop": "pipelined_loading", "loading_agents": pred["agents"],
@@ -213,7 +214,7 @@ def report(s: Setup, pred: dict) -> dict:
 
 
 def intervals(s: Setup, pred: dict) -> list:
-    from ..ir.intervals import Interval
+    from ...ir.intervals import Interval
     sched = pred["schedule"]
     if sched is None:
         return [Interval("loader", "load model", 0.0, s.profile.whole_load_s, "load")]
@@ -250,9 +251,10 @@ def execute(system: System, options) -> dict:
 
 
 def _execute(system: System, options) -> dict:
-    from . import pipelined_executor as ex, weight_files
-    from .layer_blobs import partition
-    from .numpy_forward import forward_plain, inputs_for
+    from . import pipelined_executor as ex
+    from ..model_layers import weight_files
+    from ..model_layers.layer_blobs import partition
+    from ..model_layers.numpy_forward import forward_plain, inputs_for
     model, wl = system.model, system.workload
     s = setup(system)                              # checks the spec before any file is written
     blobs = partition(model)
