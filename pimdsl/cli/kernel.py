@@ -8,7 +8,6 @@ import dataclasses
 import json
 import sys
 
-from ..interpreter.host.models import kernel_time
 from ..interpreter.host.op_kernels import OPS, OpError, op_kernel
 from .loading import load_reported
 from .system import no_such_block, print_fields
@@ -39,6 +38,7 @@ def _shape(text: str) -> tuple[int, ...]:
 
 
 def run(args) -> int:
+    from ..interpreter.host.models import kernel_time      # here: `pimc --help` needs no numpy
     spec, _ = load_reported(args.file, args.overrides)
     if spec is None:
         return 1

@@ -20,9 +20,6 @@ from __future__ import annotations
 
 import math
 
-from ...ir.workload import DTYPE_BYTES
-from ...lowering.records import Kernel
-
 # op -> (kernel kind, read rows, write rows, flops per element, split by TP, reads a weight row)
 ELEMENTWISE = {
     "rmsnorm": ("norm", 1, 1, 4, False, True),
@@ -43,6 +40,8 @@ class OpError(ValueError):
 def op_kernel(op: str, shape: tuple[int, ...], device: str, *, tp: int = 1, dtype: str = "fp16",
               split: str = "n") -> Kernel:
     """The kernel of one device's share of `op` on `shape` under `tp`-way tensor parallelism."""
+    from ...ir.workload import DTYPE_BYTES      # here: `pimc kernel`'s parser needs only OPS
+    from ...lowering.records import Kernel
     if op not in OPS:
         raise OpError(f"unknown op '{op}'; the ops are {', '.join(OPS)}")
     if dtype not in DTYPE_BYTES:

@@ -22,7 +22,7 @@ from importlib import metadata
 
 import numpy as np
 
-from ..interpreter import timing_cache
+from ...interpreter import timing_cache
 
 MODELS = ("decode_mha", "prefill_mha", "fc")
 
