@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+from ...ir.errors import PimdslError
+
 # op -> (kernel kind, read rows, write rows, flops per element, split by TP, reads a weight row)
 ELEMENTWISE = {
     "rmsnorm": ("norm", 1, 1, 4, False, True),
@@ -33,7 +35,7 @@ ELEMENTWISE = {
 OPS = ("gemm", *ELEMENTWISE)
 
 
-class OpError(ValueError):
+class OpError(PimdslError, ValueError):
     """An operator or shape `op_kernel` cannot build."""
 
 
