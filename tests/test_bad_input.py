@@ -228,19 +228,22 @@ def test_an_empty_trace_is_nothing_to_do(capsys, files):
 # ---- other files a spec names: a requests CSV, a HuggingFace config ----------------------------------
 
 @pytest.mark.parametrize("csv, where, message", [
-    ("/dev/zero", "/dev/zero:1:1", "this is not a regular file"),
-    ("missing.csv", "/missing.csv:1:1", "cannot read this requests CSV"),
+    ("/dev/zero", ":1:23", "'/dev/zero' is not a .csv file"),
+    ("fifo.csv", ":1:23", "is not a regular file (a folder, device, FIFO or socket)"),
+    ("missing.csv", ":1:23", "cannot read the requests CSV"),
     ("bad.csv", "/bad.csv:2:1", "output_len 'x' is not a whole number of tokens"),
 ])
 def test_a_bad_requests_csv_is_a_located_diagnostic(capsys, files, csv, where, message):
     files("bad.csv", "input_len,output_len\n5,x\n")
+    os.mkfifo("fifo.csv")
     csv = os.path.abspath(csv)                     # a relative path is taken from the spec's folder
-    code, err = pimc(capsys, "run", NEUPIMS, "--set", "gpt3_7b.layers=1", "--set", f'workload.requests_csv="{csv}"')
-    assert code == 1 and f"{where}: error: {message}" in err, err
+    code, err = pimc(capsys, "run", NEUPIMS, "--allow-outside", "--set", "gpt3_7b.layers=1",
+                     "--set", f'workload.requests_csv="{csv}"')
+    assert code == 1 and f"{where}: error: " in err and message in err, err
 
 
-@pytest.mark.parametrize("target, message", [("/etc/passwd", "'passwd' is not a .json file"),
-                                             ("fifo.json", "'fifo.json': this is not a regular file")])
+@pytest.mark.parametrize("target, message", [("/etc/passwd", "'/etc/passwd' is not a .json file"),
+                                             ("fifo.json", "'fifo.json' is not a regular file")])
 def test_hf_config_must_be_a_regular_json_file(capsys, files, tmp_path, target, message):
     os.mkfifo(tmp_path / "fifo.json")
     spec = files("m.pim", f'model m {{ hf_config = "{target}"; }}\n')

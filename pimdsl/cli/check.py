@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from pathlib import Path
 
 from .. import unread
 from ..driver import loop_module
+from ..frontend.loader import display_path
 from ..frontend.pipeline import load_spec
 from ..loops.step_run import step_program
 from ..loops import step
 from ..passes.manager import PassManager
 from ..ir.errors import PimdslError
-from .loading import declares_nothing
+from .loading import add_allow_outside, declares_nothing
 
 
 def add_parser(sub) -> None:
@@ -27,12 +29,13 @@ def add_parser(sub) -> None:
     p.add_argument("files", nargs="+", metavar="FILE")
     p.add_argument("--no-warnings", action="store_true", help="print errors only")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error")
+    add_allow_outside(p)
 
 
 def run(args) -> int:
     status = 0
     for path in args.files:
-        spec, diags = load_spec(path)
+        spec, diags = load_spec(path, allow_outside=args.allow_outside)
         if spec is not None:
             for system in spec.systems.values():
                 try:
@@ -53,6 +56,8 @@ def run(args) -> int:
             print(f"{path}: ok (nothing to check: the file declares nothing)")
         else:
             print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
+        for what, data in (spec.reads if spec is not None else ()):
+            print(f"  reads {what} {display_path(Path(data))}")
     return status
 
 

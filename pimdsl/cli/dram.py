@@ -13,7 +13,7 @@ from ..frontend.diagnostics import did_you_mean
 from ..interpreter.dram.tables import EngineError
 from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
 from ..interpreter.dram.traces import FORMATS, TraceError, read_trace
-from .loading import load_reported
+from .loading import add_allow_outside, load_reported
 from .system import add_max_work, output_file
 
 
@@ -26,12 +26,13 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--command-trace", metavar="OUT", type=output_file, help="also write every issued command, one per line")
     add_max_work(p)
+    add_allow_outside(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
 
 
 def run(args) -> int:
-    spec, _ = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)

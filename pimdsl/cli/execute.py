@@ -10,6 +10,7 @@ import json
 
 from .. import loops
 from ..ir.errors import CompileError
+from .loading import add_allow_outside
 from .system import load_system, report_compile_error
 
 
@@ -28,6 +29,7 @@ def add_parser(sub) -> None:
     p.add_argument("--cache", metavar="DIR", help="folder for the generated weight files (default ~/.cache/pimdsl)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights and inputs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_allow_outside(p)
 
 
 def _counts(text: str) -> list[int]:

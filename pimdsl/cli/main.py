@@ -16,7 +16,7 @@ from ..emit.templates import render
 from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
 from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
-from .loading import NothingToDo, load_reported
+from .loading import NothingToDo, add_allow_outside, load_reported
 from .show import spec_to_json
 
 
@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the IR as JSON")
     _add_set(show)
+    add_allow_outside(show)
     dram.add_parser(sub)
     run_cmd.add_parser(sub)
     compile_cmd.add_parser(sub)
@@ -42,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_show(args) -> int:
-    spec, _ = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
     if spec is None:
         return 1
     if args.json:

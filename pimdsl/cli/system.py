@@ -12,7 +12,7 @@ from ..frontend.diagnostics import Diagnostics, did_you_mean
 from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
 from ..ir.errors import CompileError
-from .loading import load_reported
+from .loading import add_allow_outside, load_reported
 
 
 def add_common(p) -> None:
@@ -25,6 +25,7 @@ def add_common(p) -> None:
     p.add_argument("--time-passes", action="store_true", help="print each pass's time on stderr")
     p.add_argument("--verify", action="store_true", help="check the IR after every pass")
     add_max_work(p)
+    add_allow_outside(p)
 
 
 def add_max_work(p) -> None:
@@ -78,7 +79,7 @@ def _estimate(system, steps):
 def load_system(args, steps: int | None = None):
     """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
     op graphs the command builds (default: the whole workload's), for the work estimate."""
-    spec, diags = load_reported(args.file, args.overrides)
+    spec, diags = load_reported(args.file, args.overrides, getattr(args, "allow_outside", False))
     if spec is None:
         return None, diags
     systems = spec.systems

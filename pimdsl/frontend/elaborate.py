@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..ir import units as U
 from ..ir.workload import Spec
+from .data_files import DataTree
 from .diagnostics import Diagnostics, SpecError, did_you_mean
 from .elaborate_hardware import HardwareBuilder
 from .elaborate_model import ModelBuilder
@@ -23,8 +24,9 @@ KIND_TABLES = {
 
 
 class Elaborator:
-    def __init__(self, globals_: dict[str, Node], diags: Diagnostics):
+    def __init__(self, globals_: dict[str, Node], diags: Diagnostics, data: DataTree | None = None):
         self.globals = globals_
+        self.data = data or DataTree(())
         self.diags = diags
         self.ev = Evaluator(globals_, diags)
         self._built: dict[int, object] = {}
@@ -85,7 +87,7 @@ class Elaborator:
             if built is not None and (root_names is None or name in root_names):
                 tables[KIND_TABLES[node.kind]][name] = built
         self.warn_unread()
-        return Spec(root=root, **tables)
+        return Spec(root=root, **tables, reads=tuple((what, str(path)) for what, path in self.data.read))
 
     def warn_unread(self) -> None:
         for node in self.globals.values():

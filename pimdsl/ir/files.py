@@ -30,13 +30,14 @@ def read_input(path, what: str, limit: int) -> bytes:
         raise InputFileError(f"this is a directory, not a {what}") from None
     except OSError as exc:
         raise InputFileError(f"cannot read this {what}: {exc.strerror or exc}", "check the path") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
+    info = os.fstat(fd)                                         # before fdopen, which refuses a directory
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
         if stat.S_ISDIR(info.st_mode):
             raise InputFileError(f"this is a directory, not a {what}")
-        if not stat.S_ISREG(info.st_mode):
-            raise InputFileError(f"this is not a regular file (a device, FIFO or socket), not a {what}",
-                                 f"save the {what} to a regular file first")
+        raise InputFileError(f"this is not a regular file (a device, FIFO or socket), not a {what}",
+                             f"save the {what} to a regular file first")
+    with os.fdopen(fd, "rb") as f:
         data = f.read(limit + 1)                                # the file may grow after fstat
     if len(data) > limit:
         raise InputFileError(f"this file is larger than {f'{limit >> 20} MiB' if limit >= 1 << 20 else f'{limit} B'}, too large for a {what}",

@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
+from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from ..ir.workload import System
 from .layer_blobs import partition
 
@@ -49,10 +50,11 @@ def write(path: str, profile: Profile, about: dict) -> None:
 def read(path: str) -> Profile:
     """Raises ValueError with a readable message for a file that is not a profile."""
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read the layer profile '{path}': {exc}") from None
+        data = json.loads(read_input(path, "layer profile", SPEC_LIMIT_BYTES))
+    except InputFileError as exc:
+        raise ValueError(f"cannot read the layer profile '{path}': {exc.message}") from None
+    except ValueError as exc:                    # JSON or UTF-8: the message gives a position, not content
+        raise ValueError(f"the layer profile '{path}' is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"'{path}' is not a layer profile (no \"format\": \"{FORMAT}\")")
     try:

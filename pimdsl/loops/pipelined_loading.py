@@ -28,6 +28,7 @@ from .step_run import RunResult
 from ..ir.workload import System
 from ..frontend.diagnostics import did_you_mean
 from ..ir.errors import CompileError
+from ..ir.files import InputFileError
 from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
@@ -102,11 +103,18 @@ def setup(system: System) -> Setup:
         agents = int(agents)
     path = params.get("profile")
     if path:
-        path = str(Path(system.span.path).parent / path) if not os.path.isabs(path) else path
+        span = mapping.param_spans.get("profile", mapping.span)
         try:
+            if system.data is not None:         # a loaded spec: the file must be one it may read
+                path = str(system.data.resolve(str(path), Path(span.path).parent if span.path.endswith(".pim")
+                                               else Path(system.span.path).parent, "layer profile", ".json"))
+            elif not os.path.isabs(path):
+                path = str(Path(system.span.path).parent / path)
             profile = layer_profile.read(path)
+        except InputFileError as exc:
+            _fail(exc.message, span, exc.hint)
         except ValueError as exc:
-            _fail(str(exc), mapping.span, "write one with `pimc execute SPEC --profile-out FILE`")
+            _fail(str(exc), span, "write one with `pimc execute SPEC --profile-out FILE`")
         if len(profile.layers) != system.model.layers:
             _fail(f"the profile has {len(profile.layers)} layers, model '{system.model.name}' has "
                   f"{system.model.layers}", mapping.span, "profile this model with `pimc execute`")
