@@ -15,7 +15,7 @@ import threading
 from ..emit.templates import render
 from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
-from . import check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
+from . import cache, check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, add_allow_outside, load_reported
 from .show import spec_to_json
 
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     compile_cmd.add_parser(sub)
     sweep.add_parser(sub)
     execute.add_parser(sub)
+    cache.add_parser(sub)
     return parser
 
 
@@ -54,7 +55,7 @@ def cmd_show(args) -> int:
 
 
 COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
-            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run}
+            "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run, "cache": cache.run}
 
 
 def _terminated(signum, frame):

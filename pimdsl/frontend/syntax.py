@@ -6,10 +6,9 @@ module only builds the tree and turns Lark's exceptions into diagnostics.
 from __future__ import annotations
 
 import hashlib
-import os
+import io
 import re
 import sys
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from lark import __version__ as lark_version
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
 from ..cache_home import cache_folder
+from ..cache_seal import read_entry, write_entry
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from .diagnostics import Diagnostics, SpecError, Span
 from .resources import grammar_path
@@ -272,25 +272,23 @@ _LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, maybe_placeholders
 def _parser(start: str) -> Lark:
     """The LALR parser of the grammar from `start`. Building its tables is about 80 ms, in every
     process that parses (each `pimc` run), so the built parser is kept in the user's pimdsl cache,
-    named by a hash of everything that makes it (grammar, start, options, Lark's version) and written
-    whole (temporary file, then rename); an unreadable or unwritable cache just builds it."""
+    named by a hash of everything that makes it (grammar, start, options, Lark's version), sealed and
+    written whole (cache_seal.py); an unreadable, unsealed or unwritable entry just builds it."""
     grammar = grammar_path().read_text()
     key = hashlib.sha256(repr((grammar, start, sorted(_LARK_OPTIONS.items()), lark_version)).encode()).hexdigest()
-    kept = cache_folder("lark") / f"{start}-{key[:24]}.lark"
-    try:
-        with open(kept, "rb") as f:
-            return Lark.load(f)
-    except Exception:                          # absent, from another Lark, or damaged: build it
-        pass
+    folder = cache_folder("lark")
+    kept = folder / f"{start}-{key[:24]}.lark" if folder is not None else None
+    body = read_entry(kept) if kept is not None else None      # verified before Lark unpickles it
+    if body is not None:
+        try:
+            return Lark.load(io.BytesIO(body))
+        except Exception:                      # sealed by another Lark version: build it
+            pass
     parser = Lark(grammar, start=start, **_LARK_OPTIONS)
-    try:
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=kept.parent, prefix=".", suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            parser.save(f)
-        os.replace(tmp, kept)
-    except OSError:
-        pass
+    if kept is not None:
+        saved = io.BytesIO()
+        parser.save(saved)
+        write_entry(kept, saved.getvalue())
     return parser
 
 
