@@ -203,13 +203,25 @@ def test_a_huge_sweep_grid_is_refused_before_expanding(capsys, tmp_path):
     assert not (tmp_path / "s.csv").exists()
 
 
-@pytest.mark.parametrize("command", [["run"], ["show"], ["compile", "-o", "out"],
-                                     ["sweep", "--grid", "workload.batch=1,2", "-o", "s.csv"],
-                                     ["dram", "--memory", "m", "--trace", "t.trace", "--trace-format", "dramsim3"]])
-def test_an_empty_spec_is_nothing_to_do(capsys, files, command):
+def test_an_empty_spec_is_nothing_to_show(capsys, files):
     spec = files("empty.pim", "// nothing here yet\n")
-    code, err = pimc(capsys, command[0], spec, *command[1:])
+    code, err = pimc(capsys, "show", spec)
     assert code == 0 and "empty.pim: nothing to do: the file declares nothing" in err, err
+
+
+@pytest.mark.parametrize("command, message", [
+    (["run", "--json"], "the file declares nothing to run"), (["compile", "-o", "out"], "the file declares nothing to run"),
+    (["sweep", "--grid", "workload.batch=1,2", "-o", "s.csv"], "the file declares nothing to run"),
+    (["execute", "--json"], "the file declares nothing to run"),
+    (["dram", "--memory", "m", "--trace", "t.trace", "--trace-format", "dramsim3"], "the file declares no memory")])
+@pytest.mark.parametrize("text", ["", "// nothing here yet\n"])
+def test_an_empty_spec_is_an_error_where_an_output_is_promised(capsys, files, command, message, text):
+    """issue 31: a script that checks the exit status must not believe an empty run succeeded."""
+    spec = files("empty.pim", text)
+    files("t.trace", "0x40 READ 0\n")
+    code, err = pimc(capsys, command[0], spec, *command[1:])
+    assert code == 1 and f"empty.pim:1:1: error: {message}" in err, err
+    assert not os.path.exists("out") and not os.path.exists("s.csv")
 
 
 def test_check_says_an_empty_spec_has_nothing_to_check(capsys, files):
@@ -219,10 +231,12 @@ def test_check_says_an_empty_spec_has_nothing_to_check(capsys, files):
     assert "empty.pim: ok (nothing to check: the file declares nothing)" in capsys.readouterr().out
 
 
-def test_an_empty_trace_is_nothing_to_do(capsys, files):
-    trace = files("t.trace", "# no requests\n\n")
-    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3", "--json")
-    assert code == 0 and "t.trace: nothing to do: the trace has no requests" in err
+@pytest.mark.parametrize("fmt", ["dramsim3", "ramulator"])
+@pytest.mark.parametrize("text", ["", "# no requests\n\n"])
+def test_an_empty_trace_is_an_error(capsys, files, fmt, text):
+    trace = files("t.trace", text)
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", fmt, "--json")
+    assert code == 1 and "t.trace:1:1: error: the trace has no requests" in err
 
 
 # ---- other files a spec names: a requests CSV, a HuggingFace config ----------------------------------

@@ -25,7 +25,7 @@ import os
 import sys
 from collections import Counter
 
-from ..emit.atomic import atomic_folder
+from ..emit.atomic import atomic_folder, check_folder
 from ..emit.streams import chunks, request_lines, structured_lines, timed_chunks
 from ..emit.templates import write_atomic
 from ..graph.export import graph_to_dot, graph_to_json
@@ -41,6 +41,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile a system's model and write streams, kernels and graphs")
     add_common(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(usage_error=p.error)
     p.add_argument("--graph", action="store_true", help="write only the op graphs (JSON and DOT) and the summary")
     p.add_argument("--unroll", action="store_true",
                    help="write every PIM command with its exactly timed issue cycle (large for whole models)")
@@ -62,6 +63,13 @@ def count(text: str) -> int:
 
 
 def run(args) -> int:
+    if not args.output.strip():
+        args.usage_error("-o needs a folder name")
+    try:
+        check_folder(args.output)                 # before the work: a refused folder costs no compile
+    except OSError as exc:
+        print(f"pimc compile: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     system, diags = load_system(args, steps=2)
     if system is None:
         return 1

@@ -13,8 +13,9 @@ from ..frontend.diagnostics import did_you_mean
 from ..interpreter.dram.tables import EngineError
 from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
 from ..interpreter.dram.traces import FORMATS, TraceError, read_trace
-from .loading import add_allow_outside, load_reported
-from .system import add_max_work, output_file
+from ..ir.files import note_input
+from .loading import NothingToDo, add_allow_outside, load_reported
+from .system import add_max_work, output_file, refuse_inputs_as_outputs
 
 
 def add_parser(sub) -> None:
@@ -32,7 +33,12 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
+    try:
+        spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
+    except NothingToDo:
+        print(f"{args.file}:1:1: error: the file declares no memory\n  hint: name a spec that declares or "
+              f"imports memory '{args.memory}'", file=sys.stderr)
+        return 1
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)
@@ -41,11 +47,15 @@ def run(args) -> int:
         print(f"{args.file}: error: no memory named '{args.memory}'\n  hint: "
               + (did_you_mean(args.memory, names, "memories") or "this file declares no memory"), file=sys.stderr)
         return 1
+    note_input(args.trace)
+    if not refuse_inputs_as_outputs(args, "command_trace"):
+        return 1
     try:
         trace = read_trace(args.trace, memory, args.trace_format, args.max_work)
         if not len(trace):
-            print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
-            return 0
+            print(f"{args.trace}:1:1: error: the trace has no requests\n  hint: a {args.trace_format} trace "
+                  "holds one request a line; lines starting with # are comments", file=sys.stderr)
+            return 1
         if default_engine(len(trace)) == "compiled" and not compiled_core_is_cached():
             print("pimc dram: compiling the DRAM core once (about 20 s; cached for later runs)",
                   file=sys.stderr)

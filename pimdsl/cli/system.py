@@ -11,8 +11,10 @@ from .. import unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
 from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
+from ..emit.atomic import refusal
 from ..ir.errors import CompileError
-from .loading import add_allow_outside, load_reported
+from ..ir.files import is_input
+from .loading import NothingToDo, add_allow_outside, load_reported
 
 
 def add_common(p) -> None:
@@ -45,14 +47,34 @@ def positive_number(text: str) -> float:
 
 
 def output_file(text: str) -> str:
-    """An argparse type: a file pimc may write (its folder exists, it is not a folder), checked
-    before any work so that a typo costs no run."""
+    """An argparse type: a file pimc may write (its folder exists; not a folder, device, FIFO or
+    socket), checked before any work so that a typo costs no run (the write checks again, inputs too)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty file name")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    why = refusal(text)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
     return text
+
+
+OUTPUT_OPTIONS = ("timeline", "output", "plot", "profile_out", "command_trace")
+
+
+def refuse_inputs_as_outputs(args, *names: str) -> bool:
+    """False after saying so when an output option names one of the run's inputs (the spec, its
+    imports, a trace: every file read so far); checked right after loading, before the work."""
+    for name in names:
+        path = getattr(args, name, None)
+        if path and is_input(path):
+            print(f"pimc {args.command}: error: cannot write {path}: it is an input of this run (the spec, "
+                  "an imported file, a trace or a data file); give another name", file=sys.stderr)
+            return False
+    return True
 
 
 def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
@@ -79,8 +101,13 @@ def _estimate(system, steps):
 def load_system(args, steps: int | None = None):
     """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
     op graphs the command builds (default: the whole workload's), for the work estimate."""
-    spec, diags = load_reported(args.file, args.overrides, getattr(args, "allow_outside", False))
-    if spec is None:
+    try:
+        spec, diags = load_reported(args.file, args.overrides, getattr(args, "allow_outside", False))
+    except NothingToDo:                           # a command that promises an output: an empty spec is an error
+        print(f"{args.file}:1:1: error: the file declares nothing to run\n  hint: a spec to run declares a "
+              "system block (`system NAME { memories = [...]; model = ...; }`), or imports one", file=sys.stderr)
+        return None, Diagnostics()
+    if spec is None or not refuse_inputs_as_outputs(args, *OUTPUT_OPTIONS):
         return None, diags
     systems = spec.systems
     if args.system:

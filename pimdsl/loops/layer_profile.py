@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import asdict, dataclass
 
+from ..emit.atomic import atomic_file
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from ..ir.workload import System
 from .layer_blobs import partition
@@ -41,10 +42,8 @@ class Profile:
 
 def write(path: str, profile: Profile, about: dict) -> None:
     data = {"format": FORMAT, **about, **{k: v for k, v in asdict(profile).items() if k != "source"}}
-    tmp = f"{path}.pimc-tmp"
-    with open(tmp, "w") as out:
+    with atomic_file(path) as out:
         json.dump(data, out, indent=1)
-    os.replace(tmp, path)
 
 
 def read(path: str) -> Profile:
