@@ -58,13 +58,16 @@ def run_estimate(system: System, steps: int | None = None) -> Estimate:
                     f"{_sci(steps)} step(s) of {_sci(ops)} ops and {_sci(batch)} request(s)", largest=largest)
 
 
+CYCLE_CAP = 10**300            # arrival cycles count as at most this (past it, a float overflows)
+
+
 def trace_work(requests: int, last_arrival: int) -> float:
-    return requests + last_arrival / IDLE_CYCLES_PER_UNIT
+    return requests + min(last_arrival, CYCLE_CAP) / IDLE_CYCLES_PER_UNIT
 
 
 def trace_estimate(requests: int, last_arrival: int) -> Estimate:
     return Estimate(trace_work(requests, last_arrival), requests * BYTES_PER_TRACE_REQUEST,
-                    f"{_sci(requests)} request(s) arriving over {_sci(last_arrival)} cycles",
+                    f"{_sci(requests)} request(s) arriving over {_sci(min(last_arrival, CYCLE_CAP))} cycles",
                     "replaying the trace up to here")
 
 

@@ -293,3 +293,16 @@ def test_a_trace_error_points_at_its_own_field(capsys, files):
     trace = files("t.trace", "0x0 READ 5\n0x0 READ 0\n")          # the cycle, not the 0 inside 0x0
     code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3")
     assert code == 1 and "t.trace:2:10: error: arrival cycle 0 goes backwards" in err, err
+
+
+@pytest.mark.parametrize("digits", [30, 400])
+def test_an_arrival_cycle_beyond_the_engines_range_is_located(capsys, files, digits):
+    trace = files("t.trace", "0x40 READ 0\n0x80 READ " + "9" * digits + "\n")
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3", "--json", "--max-work", "1e308")
+    assert code == 1 and f"t.trace:2:11: error: arrival cycle of {digits} digits is beyond the engine's range" in err
+
+
+def test_a_folder_as_trace_is_located(capsys, files):
+    os.mkdir("d.trace")
+    code, err = pimc(capsys, *DRAM, "--trace", "d.trace", "--trace-format", "dramsim3", "--json")
+    assert code == 1 and "d.trace:1:1: error: this is a directory, not a trace" in err

@@ -55,7 +55,7 @@ def test_the_folder_and_key_are_private(cache):
 
 def test_a_planted_parser_table_does_not_run(cache, tmp_path, capsys):
     syntax._parser("start")                                    # writes the sealed table
-    [kept] = (cache / "lark").glob("start-*.lark")
+    [kept] = (cache / "lark").glob("start-*.sealed")
     marker = tmp_path / "ran"
     plant(kept, marker)
     syntax._parser.cache_clear()

@@ -277,7 +277,7 @@ def _parser(start: str) -> Lark:
     grammar = grammar_path().read_text()
     key = hashlib.sha256(repr((grammar, start, sorted(_LARK_OPTIONS.items()), lark_version)).encode()).hexdigest()
     folder = cache_folder("lark")
-    kept = folder / f"{start}-{key[:24]}.lark" if folder is not None else None
+    kept = folder / f"{start}-{key[:24]}.sealed" if folder is not None else None
     body = read_entry(kept) if kept is not None else None      # verified before Lark unpickles it
     if body is not None:
         try:
