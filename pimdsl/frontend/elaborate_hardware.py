@@ -45,9 +45,12 @@ class HardwareBuilder:
 
     # ---- timing values ----------------------------------------------------
     def cycles(self, value, tck: float, where, name: str) -> int | None:
-        """A timing value (cycles, a time, or a plain number of cycles) in whole cycles."""
-        if not isinstance(value, Quantity) or value.dims not in (U.CYCLES, U.TIME, U.NONE):
+        """A timing value (cycles or a time) in whole cycles. A plain number is an error: whether `7`
+        meant cycles or nanoseconds is the spec's to say (LANGUAGE.md, units)."""
+        if not isinstance(value, Quantity) or value.dims not in (U.CYCLES, U.TIME):
             got = value.dimension if isinstance(value, Quantity) else "not a number"
+            if isinstance(value, Quantity) and value.dims == U.NONE:
+                got = f"the plain number {value.value:g}, with no unit"
             self.diags.error(f"a time or a cycle count was expected for '{name}', this is {got}", where,
                              "write e.g. `18 ns` or `22 cycles`")
             return None
