@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from .. import unread
+from .. import params, unread
 from ..driver import loop_module
 from ..frontend.loader import display_path
 from ..frontend.pipeline import load_spec
@@ -40,6 +40,7 @@ def run(args) -> int:
             for system in spec.systems.values():
                 try:
                     unread.check(system, diags)
+                    params.check(system, diags)
                     check_steps(system, diags)
                 except PimdslError as exc:           # e.g. an unknown `loop = NAME`
                     _report(exc, system, diags)

@@ -7,7 +7,7 @@ import math
 import os
 import sys
 
-from .. import unread
+from .. import params, unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
 from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
@@ -129,6 +129,13 @@ def load_system(args, steps: int | None = None):
               file=sys.stderr)
         return None, diags
     _warn_unread(system, diags)
+    wrong = params.problems(system)
+    if wrong:
+        said = Diagnostics(sources=diags.sources)
+        for message, span, hint in wrong:
+            said.error(message, span, hint)
+        print(said.render_all(), file=sys.stderr)
+        return None, diags
     if not within_budget(_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags

@@ -180,13 +180,15 @@ class ModelBuilder:
                 if dr.has(kind):
                     data[kind], data_spans[kind] = dr.choice(kind, memories), data_node.fields[kind].span
             dr.finish()
-        params, param_spans = {}, {}
+        params, param_spans, param_dims = {}, {}, {}
         params_node = r.block("params")
         if params_node is not None:
             pr = Reader(self.ev, params_node)
             param_spans = {name: pr.span(name) for name in params_node.fields}
             for name, value in pr.open_fields().items():
                 params[name] = value.value if isinstance(value, Quantity) else getattr(value, "name", value)
+                if isinstance(value, Quantity):
+                    param_dims[name] = value.dims
             for name, stmt in params_node.fields.items():
                 if isinstance(params.get(name), Node):
                     params[name] = params[name].name
@@ -194,7 +196,7 @@ class ModelBuilder:
         out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans,
                       loop=(r.symbols("loop", default=("step",)) or ("step",))[0],
                       placement_spans=placement_spans, strategy_spans=self._strategy_spans(node),
-                      data=data, data_spans=data_spans)
+                      data=data, data_spans=data_spans, param_dims=param_dims)
         r.finish()
         return out
 

@@ -79,6 +79,7 @@ class Mapping:
     # which memory holds each kind of data (DATA_KINDS -> memory name); unset: the PIM memory, else the first
     data: dict[str, str] = field(default_factory=dict)
     data_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
+    param_dims: dict[str, tuple] = field(default_factory=dict, compare=False, repr=False)   # a number's dimension
 
 
 @dataclass(frozen=True)

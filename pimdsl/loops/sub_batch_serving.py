@@ -32,6 +32,7 @@ from .step_run import RunResult
 from ..frontend.diagnostics import did_you_mean
 from ..ir.workload import System
 from ..ir.errors import CompileError
+from ..ir.params import NAME, WHOLE, Param
 from ..serving.requests import requests_for
 from ..unread import leading_links
 from . import dimm_pim_costs as dc
@@ -60,14 +61,14 @@ MODES = {
 }
 STRATEGIES = tuple(MODES)
 PARAMS = {
-    "tp": "tensor parallelism: GPUs per replica ([L3] Table 3)",
-    "dp": "data parallelism: replicas, each with 1/dp of the host memory's channels",
-    "chunk_multiple": "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)",
-    "hbm_pim_memory": "memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs",
-    "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
-    "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
-    "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
-    "prefilled": "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)",
+    "tp": Param(WHOLE, ">= 1", "tensor parallelism: GPUs per replica ([L3] Table 3)"),
+    "dp": Param(WHOLE, ">= 1", "data parallelism: replicas, each with 1/dp of the host memory's channels"),
+    "chunk_multiple": Param(WHOLE, ">= 1", "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)"),
+    "hbm_pim_memory": Param(NAME, meaning="memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs"),
+    "host_cpu": Param(NAME, meaning="the CPU that runs decode MHA in the cpu_offload strategy"),
+    "sub_batch_split": Param(NAME, meaning="token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)"),
+    "predictor": Param(NAME, meaning="oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)"),
+    "prefilled": Param(WHOLE, "0..1", "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)"),
 }
 PREDICTORS = ("oracle", "learned")
 SPLITS = ("per_rankset", "token_sum")
