@@ -82,6 +82,12 @@ def run(args) -> int:
             steps.append(compile_step(system, "decode", batch, 1, input_len, manager))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
+    lines = _written_lines(steps, args)
+    if lines > args.max_work:                     # a unit of work per line written (budget.py)
+        print(f"{args.file}: error: the request traces would hold about {lines:.3g} lines (about "
+              f"{lines * BYTES_PER_REQUEST_LINE / 1e9:.3g} GB), past the limit of {args.max_work:.3g}\n"
+              f"  hint: lower --max-requests or raise the limit with --max-work {lines * 2:.2g}", file=sys.stderr)
+        return 1
     summary = {"system": system.name, "model": system.model.name, "steps": {}, "memory_bytes": memory_bytes(*steps)}
     try:
         with atomic_folder(args.output) as tmp:
@@ -98,6 +104,26 @@ def run(args) -> int:
     print(f"wrote {args.output}: " + ", ".join(f"{p}: {s['pim_ops']} PIM ops ({s['pim_commands']} commands), "
                                               f"{s['kernels']} kernels" for p, s in summary["steps"].items()))
     return 0
+
+
+def _host_requests(program: Program):
+    """(host memory, the kernels' allocations in it, how many access-sized requests they make)."""
+    host_memory = program.home("weights")
+    host_allocs = [a["alloc"] for _, a in program.ops() if isinstance(a["lowered"], Kernel) and "alloc" in a
+                   and a["alloc"].memory in (None, getattr(host_memory, "name", None))]
+    if host_memory is None:
+        return None, host_allocs, 0
+    return host_memory, host_allocs, sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
+
+
+def _written_lines(steps, args) -> int:
+    """Lines the request traces would hold (each about BYTES_PER_REQUEST_LINE on disk)."""
+    if args.graph:
+        return 0
+    return sum(min(_host_requests(p)[2], args.max_requests) for p in steps)
+
+
+BYTES_PER_REQUEST_LINE = 27      # measured: a requests.trace line of the bundled systems
 
 
 def _write_step(program: Program, folder: str, args) -> dict:
@@ -145,11 +171,8 @@ def _write_step(program: Program, folder: str, args) -> dict:
     if transfers:
         with open(os.path.join(folder, "transfers.json"), "w") as out:
             json.dump([t.to_json() for t in transfers], out, indent=1)
-    host_memory = program.home("weights")
-    host_allocs = [a["alloc"] for _, a in ops if isinstance(a["lowered"], Kernel) and "alloc" in a
-                   and a["alloc"].memory in (None, getattr(host_memory, "name", None))]
+    host_memory, host_allocs, total = _host_requests(program)
     if host_memory is not None:
-        total = sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
         write_atomic(os.path.join(folder, "requests.trace" + gz), "requests.trace.j2",
                      lines=request_lines(host_memory, host_allocs, args.max_requests))
         info["requests_total"] = total

@@ -9,7 +9,8 @@ import sys
 
 from .. import params, unread
 from ..frontend.diagnostics import Diagnostics, did_you_mean
-from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
+from ..budget import DEFAULT_MAX_WORK, Estimate, memory_limit, run_estimate
+from ..driver import loop_module
 from ..passes.manager import PASS_NAMES, PassManager
 from ..emit.atomic import refusal
 from ..ir.errors import CompileError
@@ -81,8 +82,9 @@ def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
     """False after saying why, when the estimated work is past `--max-work`."""
     refusal = estimate.refusal(max_work)
     if refusal:
-        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} "
-              f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}", file=sys.stderr)
+        raise_it = (f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}"
+                    if estimate.memory_bytes <= memory_limit() else "(no limit lets a run use more memory than the process has)")
+        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} {raise_it}", file=sys.stderr)
     return refusal is None
 
 
@@ -95,7 +97,7 @@ def _estimate(system, steps):
         loop = None
     if steps is None and hasattr(loop, "estimate"):
         return loop.estimate(system)
-    return run_estimate(system, steps)
+    return run_estimate(system, steps, getattr(loop_module(system), "WORK_PER_REQUEST", False))
 
 
 def load_system(args, steps: int | None = None):

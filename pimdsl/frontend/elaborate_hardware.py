@@ -31,6 +31,10 @@ RULE_SCOPES = LEVELS + ("bank_pair",)
 COMMAND_BUSES = ("command", "row", "column")
 # A rule latency that depends on a command argument is tabulated for its values 0 .. ARG_VALUES - 1.
 ARG_VALUES = 513
+# The longest interval of a DRAM timing table: every row is refreshed within the refresh window,
+# 64 ms ([JESD79-4] tREFW; 32 ms above 85 C), so a longer timing value is a typo or a unit mistake
+# (and simulating it would replay that long an idle stretch, refresh by refresh).
+LONGEST_TIMING_S = 64e-3
 # Timing parameters the engine itself reads (beyond those that rules name).
 ENGINE_TIMINGS = ("tCK", "tREFI", "tRFC", "tREFIpb", "tRFCpb", "tCL", "tCWL", "tBL", "tRCD", "tRP", "tAAD", "tWCKPST")
 
@@ -54,15 +58,19 @@ class HardwareBuilder:
             self.diags.error(f"a time or a cycle count was expected for '{name}', this is {got}", where,
                              "write e.g. `18 ns` or `22 cycles`")
             return None
-        if value.dims == U.TIME:
-            # JEDEC rounding: nCK = ceil(t / tCK), forgiving float noise.
-            return int(math.ceil(value.value / tck - 1e-6))
+        seconds = value.value if value.dims == U.TIME else None
         if value.dims == U.CYCLES and value.clock:
             seconds = value.value * self.ev.clock_period(None, value.clock, where)
-            return int(math.ceil(seconds / tck - 1e-6))
-        if not float(value.value).is_integer():
+        if seconds is None and not float(value.value).is_integer():
             self.diags.error(f"'{name}' is {value.value:g} cycles; a cycle count must be whole", where)
             return None
+        if (seconds if seconds is not None else value.value * tck) > LONGEST_TIMING_S:
+            self.diags.error(f"'{name}' is longer than {LONGEST_TIMING_S * 1e3:g} ms, the DRAM refresh window: "
+                             "no DRAM interval is that long", where, "check the value and its unit")
+            return None
+        if seconds is not None:
+            # JEDEC rounding: nCK = ceil(t / tCK), forgiving float noise.
+            return int(math.ceil(seconds / tck - 1e-6))
         return int(value.value)
 
     def timing_table(self, owner: Node, tck: float) -> tuple[dict[str, int], Node | None]:

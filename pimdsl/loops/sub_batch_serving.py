@@ -527,14 +527,17 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
 
 
 def estimate(system: System):
-    """Work of a run, in scheduling decisions: a few per request plus one per prefill chunk."""
+    """Work of a run, in scheduling decisions: a few per request, one per prefill chunk and one per
+    generated token (each decode iteration advances every running request by one)."""
     from ..budget import Estimate
     wl = system.workload
     mean_in = wl.mean_input_len or wl.input_len
+    mean_out = wl.mean_output_len or wl.output_len
     multiple = system.mapping.params.get("chunk_multiple", 16)
-    work = wl.requests * (4 + mean_in / (multiple if isinstance(multiple, (int, float)) and multiple > 0 else 16))
-    return Estimate(work, wl.requests * 512, f"{wl.requests} request(s) of about {mean_in:.0f} prompt tokens",
-                    largest="workload.requests")
+    work = wl.requests * (4 + mean_in / (multiple if isinstance(multiple, (int, float)) and multiple > 0 else 16)
+                          + mean_out)
+    return Estimate(work, wl.requests * 512, f"{wl.requests} request(s) of about {mean_in:.0f} prompt and "
+                    f"{mean_out:.0f} output tokens", largest="workload.requests")
 
 
 def decode_iteration_s(system: System, contexts) -> float:
