@@ -12,20 +12,11 @@ import pytest
 from pimdsl.cli.main import main
 
 from .conftest import ROOT
+from .test_bad_input import pimc
 
 SMALL = ["--set", "llama3_2_1b.layers=1", "--set", "llama3_2_1b.vocab=1024", "--set", "workload.input_len=4",
          "--set", "workload.output_len=1"]
 GPT2 = ["--set", "model.layers=1", "--set", "model.vocab=1024", "--strategy", "baseline"]
-
-
-def pimc(capsys, *argv) -> tuple[int, str]:
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    err = capsys.readouterr().err
-    assert "Traceback" not in err and "internal error" not in err, err
-    return code, err
 
 
 @pytest.fixture
