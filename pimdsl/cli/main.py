@@ -15,6 +15,7 @@ import threading
 from ..emit.templates import render
 from ..frontend.diagnostics import render_error
 from ..ir.errors import PimdslError
+from ..ir.files import forget_inputs
 from . import cache, check, compile as compile_cmd, dram, execute, run as run_cmd, sweep
 from .loading import NothingToDo, add_allow_outside, load_reported
 from .show import spec_to_json
@@ -63,6 +64,7 @@ def _terminated(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    forget_inputs()                              # this command's inputs only (checked by output paths)
     args = build_parser().parse_args(argv)
     previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() else None
     try:

@@ -51,6 +51,12 @@ def read_input(path, what: str, limit: int) -> bytes:
     return data
 
 
+def forget_inputs() -> None:
+    """A new command starts (`pimc` called again in one process): its inputs are its own, and a
+    deleted file's inode may come back as a new output."""
+    _READ.clear()
+
+
 def note_input(path) -> None:
     """Remember `path` as an input (read by a reader that does not go through `read_input`)."""
     try:
