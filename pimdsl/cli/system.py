@@ -83,7 +83,7 @@ def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
     refusal = estimate.refusal(max_work)
     if refusal:
         raise_it = (f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}"
-                    if estimate.memory_bytes <= memory_limit() else "(no limit lets a run use more memory than the process has)")
+                    if estimate.work > max_work else "(no limit lets a run use more memory than the process has)")
         print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} {raise_it}", file=sys.stderr)
     return refusal is None
 
