@@ -22,17 +22,20 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from ..ir.errors import PimdslError
 from ..ir.files import is_input
 
 _TAG = ".pimc-tmp-"
 MANIFEST = ".pimc-manifest"
 
 
-class OutputRefused(OSError):
-    """An output path pimc will not write; `strerror` says why (callers print `cannot write X: why`)."""
+class OutputRefused(OSError, PimdslError):
+    """An output path pimc will not write; `strerror` says why (callers print `cannot write X: why`).
+    An OSError, so that every writer's `except OSError` reports it like a full disk."""
 
     def __init__(self, why: str):
-        super().__init__(errno.EEXIST, why)
+        OSError.__init__(self, errno.EEXIST, why)
+        self.message, self.span, self.hint, self.others = why, None, None, ()
 
 
 def refusal(path) -> str | None:
