@@ -10,6 +10,8 @@ only need to be right in order of magnitude; `--max-work` raises the limit.
 from __future__ import annotations
 
 import math
+import os
+import resource
 from dataclasses import dataclass
 
 from typing import TYPE_CHECKING
@@ -34,16 +36,27 @@ class Estimate:
     largest: str = ""          # the value that weighs most, to name in the hint
 
     def refusal(self, max_work: float) -> str | None:
-        """Why the run is refused (with the estimate), or None when it fits."""
-        if self.work <= max_work:
+        """Why the run is refused (with the estimate), or None when it fits its work limit and the
+        memory this process may take."""
+        if self.work <= max_work and self.memory_bytes <= memory_limit():
             return None
+        past = (f"the limit of {_sci(max_work)}" if self.work > max_work
+                else f"the {_bytes(memory_limit())} of memory this process may use")
         return (f"{self.subject} would take about {_sci(self.work)} units of work ({self.what}) and about "
-                f"{_bytes(self.memory_bytes)} of memory, past the limit of {_sci(max_work)}")
+                f"{_bytes(self.memory_bytes)} of memory, past {past}")
 
 
-def run_estimate(system: System, steps: int | None = None) -> Estimate:
+def memory_limit() -> float:
+    """What this process may allocate: the machine's memory, or less under `ulimit -v`."""
+    limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return min(limit, soft) if soft != resource.RLIM_INFINITY else limit
+
+
+def run_estimate(system: System, steps: int | None = None, per_request: bool = False) -> Estimate:
     """A system's run: `steps` op graphs (default: the prefill and every decode step, or the
-    serving loop's iterations)."""
+    serving loop's iterations). `per_request`: each op is built and timed once per request of the
+    batch (a PIM unit runs one request's GEMV at a time), so a step costs ops x batch."""
     model, work = system.model, system.workload
     batch = work.batch if work else 1
     if model.architecture == "graph":
@@ -55,19 +68,22 @@ def run_estimate(system: System, steps: int | None = None) -> Estimate:
         steps = 1 + (output_len if model.architecture == "decoder" else 0)
         if work is not None and work.requests > batch:        # the serving loop: batches of requests
             steps *= math.ceil(work.requests / batch)
-    per_step = ops + batch
+    per_step = ops * batch if per_request else ops + batch
     largest = max((steps, "workload.output_len"), (ops, "model.layers"), (batch, "workload.batch"))[1]
     return Estimate(steps * per_step, ops * BYTES_PER_OP + max(batch, work.requests if work else 1) * BYTES_PER_REQUEST,
                     f"{_sci(steps)} step(s) of {_sci(ops)} ops and {_sci(batch)} request(s)", largest=largest)
 
 
+CYCLE_CAP = 10**300            # arrival cycles count as at most this (past it, a float overflows)
+
+
 def trace_work(requests: int, last_arrival: int) -> float:
-    return requests + last_arrival / IDLE_CYCLES_PER_UNIT
+    return requests + min(last_arrival, CYCLE_CAP) / IDLE_CYCLES_PER_UNIT
 
 
 def trace_estimate(requests: int, last_arrival: int) -> Estimate:
     return Estimate(trace_work(requests, last_arrival), requests * BYTES_PER_TRACE_REQUEST,
-                    f"{_sci(requests)} request(s) arriving over {_sci(last_arrival)} cycles",
+                    f"{_sci(requests)} request(s) arriving over {_sci(min(last_arrival, CYCLE_CAP))} cycles",
                     "replaying the trace up to here")
 
 

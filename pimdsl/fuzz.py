@@ -9,9 +9,15 @@ Each case is one `pimc` command on mutated input, run in this process:
     its fields replaced by extreme or malformed values, replayed with `pimc dram`;
   * a system spec with one field overridden by `--set PATH=VALUE` (zero, negative, huge, a string,
     a list, a wrong unit), elaborated with `pimc show` or, for the small systems, run with
-    `pimc run` under a small `--max-work`.
+    `pimc run` under a small `--max-work`;
+  * a system spec with a unit swapped for one of another dimension, or an unknown field added after
+    a field, checked with `pimc check`: it must draw an error or a warning (silence is a failure);
+  * an output path (`--timeline`, `--command-trace`) that is the run's own spec or trace, a folder
+    or a FIFO: refused, and the input unchanged;
+  * a damaged or planted entry in a private `$PIMDSL_CACHE`: the run heals, and a planted pickle
+    never runs.
 A case fails on an exception escaping `pimc` (a traceback), an internal error (exit 3), a hang
-(past `--timeout` seconds) or an error line without `path:line:col`. The same seed gives the same
+(past `--timeout` seconds), an error line without `path:line:col`, or a silent acceptance. The same seed gives the same
 cases. The test suite runs a few hundred (tests/test_fuzz.py); this command runs as many as asked
 and prints each failure with the command that reproduces it.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import os
 import random
 import re
 import shutil
@@ -47,11 +54,15 @@ TRACE_VALUES = ["-1", "-0x40", "0x10000000000000000", "0xffffffffffffffff", "100
                 "READ", "0x", "99999999", "1.5", "\udcff", "0,0,0", "0,0,0,0,0,0,0", "-1,0,0,0,0,0"]
 # Whole-run refusals name the file but no line: the limit is the run's, not one field's.
 UNLOCATED_OK = ("would take about", "declares no system", "systems (", "has no model", "no memory named",
-                "nothing to do")
+                "nothing to do", "error: cannot write ", "the request traces would hold")
 SMALL_SYSTEMS = {"pipeload_gpt_j_6b.pim": ["--set", "gpt_j_6b.layers=1", "--set", "workload.output_len=2"],
                  "hbm_pim_gemv.pim": []}
 DRAM_SPEC, DRAM_MEMORIES = "reference/dram.pim", ("ddr4_3200", "hbm2", "lpddr5_6400")
 LOCATED = re.compile(r"^\S.*?:\d+:\d+: (error|warning): ")
+# A unit of each dimension, for a `unit` mutation that swaps one for another kind.
+UNITS = ["ns", "cycles", "GB/s", "MHz", "MB", "GT/s", "TFLOPS", "W", "J"]
+UNIT_TOKEN = re.compile(r"(?<=[0-9] )(ns|us|ms|s|ps|cycles|B|KB|MB|GB|KiB|MiB|GiB|GB/s|MB/s|MHz|GHz|Hz|MT/s|GT/s|TFLOPS|GFLOPS|bit)\b")
+FIELD_LINE = re.compile(r"^(\s*)[A-Za-z_][A-Za-z0-9_]* = [^;{}]*;\s*$")
 
 
 @dataclass
@@ -68,8 +79,9 @@ class _Hang(BaseException):
     """Raised by the alarm; a BaseException so that pimc's `except Exception` does not take it."""
 
 
-def judge(argv: list[str], timeout: float) -> Failure | None:
-    """Run `pimc argv`; None if it ended well (exit 0/1/2, every error located), else why not."""
+def judge(argv: list[str], timeout: float, must_say: bool = False) -> Failure | None:
+    """Run `pimc argv`; None if it ended well (exit 0/1/2, every error located), else why not.
+    `must_say`: the input is wrong, so exit 0 without an error or warning is a silent acceptance."""
     err, out = io.StringIO(), io.StringIO()
 
     def expired(*_):
@@ -97,6 +109,8 @@ def judge(argv: list[str], timeout: float) -> Failure | None:
         if ": error: " in line and not LOCATED.match(line) and code != 2 \
                 and not any(ok in line for ok in UNLOCATED_OK):
             return Failure(argv, "diagnostic without a location", text)
+    if must_say and code == 0 and ": error: " not in text and ": warning: " not in text:
+        return Failure(argv, "silently accepted", text + out.getvalue())
     return None
 
 
@@ -137,6 +151,64 @@ def mutate_spec(text: str, rng: random.Random) -> str:
         else:
             lines.insert(i, fragment + "\n")
     return "".join(lines)
+
+
+def mutate_meaning(text: str, rng: random.Random) -> str | None:
+    """A spec made wrong in a way that must draw a diagnostic: a unit swapped for one of another
+    dimension, or an unknown field after a field. None if the text has no place for it."""
+    lines = text.splitlines(keepends=True)
+    if rng.random() < 0.5:
+        spots = [(i, m) for i, line in enumerate(lines) if not line.lstrip().startswith(("//", "#"))
+                 for m in UNIT_TOKEN.finditer(line.split("//")[0])]
+        if not spots:
+            return None
+        i, m = rng.choice(spots)
+        from .ir.units import parse_unit
+        was = parse_unit(m.group(1))
+        other = [u for u in UNITS if parse_unit(u) and was and parse_unit(u)[1] != was[1]]
+        lines[i] = lines[i][:m.start()] + rng.choice(other) + lines[i][m.end():]
+    else:
+        spots = [i for i, line in enumerate(lines) if FIELD_LINE.match(line)]
+        if not spots:
+            return None
+        i = rng.choice(spots)
+        lines.insert(i + 1, FIELD_LINE.match(lines[i]).group(1) + "bogus_field_xyz = 1;\n")
+    return "".join(lines)
+
+
+def output_case(work: Path, n: int, spec: Path, dram_spec: Path, trace: Path, rng: random.Random):
+    """(argv, the input that must stay unchanged) for an output path pimc must refuse."""
+    fifo = work / f"fifo{n}"
+    os.mkfifo(fifo)
+    target = rng.choice(["input", "folder", "fifo"])
+    if rng.random() < 0.5:
+        out = {"input": spec, "folder": work, "fifo": fifo}[target]
+        return ["run", str(spec), *SMALL_SYSTEMS.get(spec.name, []), "--max-work", "50000", "--timeline", str(out)], spec
+    out = {"input": rng.choice([trace, dram_spec]), "folder": work, "fifo": fifo}[target]
+    return ["dram", str(dram_spec), "--memory", "ddr4_3200", "--trace", str(trace), "--trace-format", "dramsim3",
+            "--command-trace", str(out)], (out if target == "input" else trace)
+
+
+class _Planted:
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def damage_cache(cache: Path, rng: random.Random, marker: Path) -> None:
+    """Damage or replace every entry of a private cache (a planted pickle writes `marker` if loaded)."""
+    import pickle
+    for entry in [p for p in cache.rglob("*") if p.is_file() and p.name != "key"]:
+        kind = rng.choice(["pickle", "bytes", "half", "empty", "folder", "list"])
+        body = entry.read_bytes()
+        entry.unlink()
+        if kind == "folder":
+            entry.mkdir()
+        else:
+            entry.write_bytes({"pickle": pickle.dumps(_Planted(str(marker))), "bytes": rng.randbytes(64),
+                               "half": body[:len(body) // 2], "empty": b"", "list": b"[]"}[kind])
 
 
 def field_paths(spec: Path) -> list[str]:
@@ -218,10 +290,33 @@ def fuzz(cases: int, seed: int, timeout: float = 10.0, on_case=None) -> list[Fai
         systems = [p for p in corpus if p.parent.name in ("systems", "reference") and p.name != "dram.pim"]
         dram_spec = work / "specs" / DRAM_SPEC
         memories = load_spec(dram_spec)[0].memories
+        previous_cache = os.environ.get("PIMDSL_CACHE")
         paths = {}
+        good_trace = work / "good.trace"
+        good_trace.write_text(make_trace(memories["ddr4_3200"], "dramsim3", random.Random(seed)))
         for n in range(cases):
-            kind = rng.choice(["spec", "spec", "trace", "set"])
-            if kind == "spec":
+            kind = rng.choice(["spec", "spec", "trace", "set", "meaning", "meaning", "output", "cache"])
+            must_say, kept, marker = False, None, None
+            if kind == "meaning":
+                original = rng.choice(systems)
+                mutated = mutate_meaning(original.read_text(), rng)
+                if mutated is None:
+                    continue
+                kind, target = "spec", original.with_name(f"mutant_{n}.pim")      # "spec": removed below
+                target.write_text(mutated)
+                argv, must_say = ["check", str(target)], True
+            elif kind == "output":
+                argv, kept = output_case(work, n, rng.choice([s for s in systems if s.name in SMALL_SYSTEMS]),
+                                         dram_spec, good_trace, rng)
+                kept = (kept, kept.read_bytes())
+                must_say = True                       # exit 0 would mean the output was written
+            elif kind == "cache":
+                cache, marker = work / f"cache{n}", work / f"ran{n}"
+                os.environ["PIMDSL_CACHE"] = str(cache)
+                argv = ["check", str(rng.choice(systems))]
+                judge(argv, timeout)                  # fills the cache
+                damage_cache(cache, rng, marker)
+            elif kind == "spec":
                 original = rng.choice(corpus)
                 target = original.with_name(f"mutant_{n}.pim")
                 target.write_text(mutate_spec(original.read_text(), rng), errors="surrogateescape")
@@ -241,7 +336,16 @@ def fuzz(cases: int, seed: int, timeout: float = 10.0, on_case=None) -> list[Fai
                     argv = ["run", str(spec), *SMALL_SYSTEMS[spec.name], "--set", override, "--max-work", "50000"]
                 else:
                     argv = ["show", str(spec), "--set", override]
-            failure = judge(argv, timeout)
+            try:
+                failure = judge(argv, timeout, must_say)
+            finally:
+                if kind == "cache":
+                    os.environ.pop("PIMDSL_CACHE", None) if previous_cache is None else \
+                        os.environ.__setitem__("PIMDSL_CACHE", previous_cache)
+            if failure is None and kept is not None and kept[0].read_bytes() != kept[1]:
+                failure = Failure(argv, "an output replaced an input", "")
+            if failure is None and marker is not None and marker.exists():
+                failure = Failure(argv, "a planted cache pickle ran", "")
             if failure is not None:
                 failures.append(failure)
             if on_case is not None:

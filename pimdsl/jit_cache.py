@@ -7,23 +7,31 @@ of the source file's content and numba's version stamp the index, and entries ar
 CPU. This locator names the folder by content instead: a kernel of `pimdsl/<dir>/<file>.py` is cached in
 `$PIMDSL_CACHE/numba/<dir>/<stamp>` (default `~/.cache/pimdsl/numba`), the stamp hashing the file and the
 package modules it imports from (numba freezes a global such as an imported constant into the code, which
-numba's own stamp misses). An identical source anywhere finds the entries; an edited one gets a folder
+numba's own stamp misses). Its index and data files are pickles, so they are sealed like every entry
+of the cache (cache_seal.py: `SealedCacheFile`), and a damaged or planted file is dropped and the
+kernel compiled again. An identical source anywhere finds the entries; an edited one gets a folder
 of its own, so two versions compiling at once never write the same index and data files (about 1.6 MB
 per version of the DRAM core; deleting the folder is always safe). NUMBA_CACHE_DIR, when set, still wins;
 an unwritable folder falls back to numba's own places.
 
-Kernel modules take `njit` from here, so the locator is registered before their decorators run.
+Kernel modules take `njit` from here, so the locator is registered before their decorators run; numba
+itself is imported only then (asking `is_cached` does not load it).
 """
 from __future__ import annotations
 
 import ast
+import atexit
 import functools
 import hashlib
 import os
+import pickle
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-from .cache_home import cache_folder
+from .cache_home import cache_folder, drop
+from .cache_seal import read_entry, write_entry
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -35,7 +43,13 @@ def __getattr__(name: str):
     does not load numba (about 0.7 s)."""
     if name == "njit":
         return _numba_njit()
+    if name == "SealedCacheFile":            # numba's cache file as pimdsl seals it (tests plant files in it)
+        _numba_njit()
+        return _SEALED[0]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_SEALED: list = []
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,14 +72,73 @@ def _numba_njit():
                 return None
             return super().from_function(py_func, py_file)     # None when the folder is not writable
 
+
+    class SealedCacheFile(caching.IndexDataCacheFile):
+        """numba's index and data files, sealed (cache_seal.py) in pimdsl's folders: a file that does not
+        carry this user's seal is dropped before numba unpickles it, and the kernel is compiled again."""
+
+        def _ours(self) -> bool:
+            return _is_ours(self._cache_path)
+
+        def _load_index(self):
+            if not self._ours():
+                return super()._load_index()
+            body = read_entry(Path(self._index_path))
+            if body is None:
+                return {}
+            try:
+                version, source_stamp, overloads = pickle.loads(body)
+            except Exception:
+                drop(Path(self._index_path), "an index numba cannot read")
+                return {}
+            return overloads if (version, source_stamp) == (self._version, self._source_stamp) else {}
+
+        def _save_index(self, overloads):
+            if not self._ours():
+                return super()._save_index(overloads)
+            write_entry(Path(self._index_path), self._dump((self._version, self._source_stamp, overloads)))
+
+        def _load_data(self, name):
+            if not self._ours():
+                return super()._load_data(name)
+            path = Path(self._data_path(name))
+            body = read_entry(path)
+            if body is None:
+                raise OSError(f"no usable cache entry {path}")      # numba then compiles again
+            try:
+                return pickle.loads(body)
+            except Exception:
+                drop(path, "data numba cannot read")
+                raise OSError(f"no usable cache entry {path}") from None
+
+        def _save_data(self, name, data):
+            if not self._ours():
+                return super()._save_data(name, data)
+            write_entry(Path(self._data_path(name)), self._dump(data))
+
     caching.CacheImpl._locator_classes.insert(0, PackageCacheLocator)
+    caching.IndexDataCacheFile = SealedCacheFile       # numba's Cache builds its file by this module name
+    _SEALED.append(SealedCacheFile)
     return njit
 
 
 def folder_for(source: str | os.PathLike) -> Path:
-    """The cache folder of the kernels of `source`, a file inside the pimdsl package, as it is now."""
+    """The cache folder of the kernels of `source`, a file inside the pimdsl package, as it is now; a
+    private folder of this process when the user's cache may not be used (cache_home.py)."""
     source = Path(source).resolve()
-    return cache_folder("numba") / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
+    root = cache_folder("numba")
+    if root is None:
+        return _private_folder() / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
+    return root / source.parent.relative_to(PACKAGE) / stamp(source)[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _private_folder() -> Path:
+    """Where numba writes when the cache is refused: new, 0700 and removed at exit, so that numba's own
+    fallbacks (beside the sources, or its user-wide folder) never load an unchecked pickle."""
+    path = Path(tempfile.mkdtemp(prefix="pimdsl-numba-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def is_cached(source: str | os.PathLike, kernel: str) -> bool:
@@ -107,3 +180,10 @@ def _imported_files(source: Path) -> tuple[Path, ...]:
             for stem in [base] + [base / a.name for a in node.names]:
                 found += [f for f in (stem.with_suffix(".py"), stem / "__init__.py") if f.is_file()]
     return tuple(sorted(set(found)))
+
+
+def _is_ours(folder: str) -> bool:
+    roots = [r for r in (cache_folder("numba"),) if r is not None]
+    if _private_folder.cache_info().currsize:
+        roots.append(_private_folder())
+    return any(Path(folder).is_relative_to(r) for r in roots)

@@ -203,13 +203,25 @@ def test_a_huge_sweep_grid_is_refused_before_expanding(capsys, tmp_path):
     assert not (tmp_path / "s.csv").exists()
 
 
-@pytest.mark.parametrize("command", [["run"], ["show"], ["compile", "-o", "out"],
-                                     ["sweep", "--grid", "workload.batch=1,2", "-o", "s.csv"],
-                                     ["dram", "--memory", "m", "--trace", "t.trace", "--trace-format", "dramsim3"]])
-def test_an_empty_spec_is_nothing_to_do(capsys, files, command):
+def test_an_empty_spec_is_nothing_to_show(capsys, files):
     spec = files("empty.pim", "// nothing here yet\n")
-    code, err = pimc(capsys, command[0], spec, *command[1:])
+    code, err = pimc(capsys, "show", spec)
     assert code == 0 and "empty.pim: nothing to do: the file declares nothing" in err, err
+
+
+@pytest.mark.parametrize("command, message", [
+    (["run", "--json"], "the file declares nothing to run"), (["compile", "-o", "out"], "the file declares nothing to run"),
+    (["sweep", "--grid", "workload.batch=1,2", "-o", "s.csv"], "the file declares nothing to run"),
+    (["execute", "--json"], "the file declares nothing to run"),
+    (["dram", "--memory", "m", "--trace", "t.trace", "--trace-format", "dramsim3"], "the file declares no memory")])
+@pytest.mark.parametrize("text", ["", "// nothing here yet\n"])
+def test_an_empty_spec_is_an_error_where_an_output_is_promised(capsys, files, command, message, text):
+    """issue 31: a script that checks the exit status must not believe an empty run succeeded."""
+    spec = files("empty.pim", text)
+    files("t.trace", "0x40 READ 0\n")
+    code, err = pimc(capsys, command[0], spec, *command[1:])
+    assert code == 1 and f"empty.pim:1:1: error: {message}" in err, err
+    assert not os.path.exists("out") and not os.path.exists("s.csv")
 
 
 def test_check_says_an_empty_spec_has_nothing_to_check(capsys, files):
@@ -219,28 +231,33 @@ def test_check_says_an_empty_spec_has_nothing_to_check(capsys, files):
     assert "empty.pim: ok (nothing to check: the file declares nothing)" in capsys.readouterr().out
 
 
-def test_an_empty_trace_is_nothing_to_do(capsys, files):
-    trace = files("t.trace", "# no requests\n\n")
-    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3", "--json")
-    assert code == 0 and "t.trace: nothing to do: the trace has no requests" in err
+@pytest.mark.parametrize("fmt", ["dramsim3", "ramulator"])
+@pytest.mark.parametrize("text", ["", "# no requests\n\n"])
+def test_an_empty_trace_is_an_error(capsys, files, fmt, text):
+    trace = files("t.trace", text)
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", fmt, "--json")
+    assert code == 1 and "t.trace:1:1: error: the trace has no requests" in err
 
 
 # ---- other files a spec names: a requests CSV, a HuggingFace config ----------------------------------
 
 @pytest.mark.parametrize("csv, where, message", [
-    ("/dev/zero", "/dev/zero:1:1", "this is not a regular file"),
-    ("missing.csv", "/missing.csv:1:1", "cannot read this requests CSV"),
+    ("/dev/zero", ":1:23", "'/dev/zero' is not a .csv file"),
+    ("fifo.csv", ":1:23", "is not a regular file (a folder, device, FIFO or socket)"),
+    ("missing.csv", ":1:23", "cannot read the requests CSV"),
     ("bad.csv", "/bad.csv:2:1", "output_len 'x' is not a whole number of tokens"),
 ])
 def test_a_bad_requests_csv_is_a_located_diagnostic(capsys, files, csv, where, message):
     files("bad.csv", "input_len,output_len\n5,x\n")
+    os.mkfifo("fifo.csv")
     csv = os.path.abspath(csv)                     # a relative path is taken from the spec's folder
-    code, err = pimc(capsys, "run", NEUPIMS, "--set", "gpt3_7b.layers=1", "--set", f'workload.requests_csv="{csv}"')
-    assert code == 1 and f"{where}: error: {message}" in err, err
+    code, err = pimc(capsys, "run", NEUPIMS, "--allow-outside", "--set", "gpt3_7b.layers=1",
+                     "--set", f'workload.requests_csv="{csv}"')
+    assert code == 1 and f"{where}: error: " in err and message in err, err
 
 
-@pytest.mark.parametrize("target, message", [("/etc/passwd", "'passwd' is not a .json file"),
-                                             ("fifo.json", "'fifo.json': this is not a regular file")])
+@pytest.mark.parametrize("target, message", [("/etc/passwd", "'/etc/passwd' is not a .json file"),
+                                             ("fifo.json", "'fifo.json' is not a regular file")])
 def test_hf_config_must_be_a_regular_json_file(capsys, files, tmp_path, target, message):
     os.mkfifo(tmp_path / "fifo.json")
     spec = files("m.pim", f'model m {{ hf_config = "{target}"; }}\n')
@@ -257,9 +274,9 @@ def test_hf_config_must_be_a_regular_json_file(capsys, files, tmp_path, target, 
      "must be a positive width"),
     ("s24_cpu.threads.copy=0", "--set s24_cpu.threads.copy=0:1:22", "'copy' must be at least 1"),
     ("pim_sherpa_mapping.params.smc_noncacheable_slowdown=0",
-     "--set pim_sherpa_mapping.params.smc_noncacheable_slowdown=0:1:53", "must be a positive number, got 0"),
+     "--set pim_sherpa_mapping.params.smc_noncacheable_slowdown=0:1:53", "a plain number > 0 was expected, not 0"),
     ('pim_sherpa_mapping.params.noncacheable_read_bandwidth="x"',
-     '--set pim_sherpa_mapping.params.noncacheable_read_bandwidth="x":1:55', "must be a positive number, got 'x'"),
+     '--set pim_sherpa_mapping.params.noncacheable_read_bandwidth="x":1:55', "a bandwidth > 0 was expected, not the name 'x'"),
 ])
 def test_values_a_model_divides_by_are_checked_at_the_field(capsys, override, located, message):
     code, err = pimc(capsys, "run", SHERPA, "--set", "mapping.strategy=ddb", "--set", "llama3_2_1b.layers=1",
@@ -269,10 +286,23 @@ def test_values_a_model_divides_by_are_checked_at_the_field(capsys, override, lo
 
 def test_a_bad_parallelism_parameter_points_at_its_field(capsys):
     code, err = pimc(capsys, "run", NEUPIMS, "--set", 'mapping.params.tp="x"')
-    assert code == 1 and "--set mapping.params.tp=\"x\":1:19: error: mapping parameter 'tp'" in err, err
+    assert code == 1 and "--set mapping.params.tp=\"x\":1:19: error: mapping param 'tp': a whole number >= 1" in err, err
 
 
 def test_a_trace_error_points_at_its_own_field(capsys, files):
     trace = files("t.trace", "0x0 READ 5\n0x0 READ 0\n")          # the cycle, not the 0 inside 0x0
     code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3")
     assert code == 1 and "t.trace:2:10: error: arrival cycle 0 goes backwards" in err, err
+
+
+@pytest.mark.parametrize("digits", [30, 400])
+def test_an_arrival_cycle_beyond_the_engines_range_is_located(capsys, files, digits):
+    trace = files("t.trace", "0x40 READ 0\n0x80 READ " + "9" * digits + "\n")
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3", "--json", "--max-work", "1e308")
+    assert code == 1 and f"t.trace:2:11: error: arrival cycle of {digits} digits is beyond the engine's range" in err
+
+
+def test_a_folder_as_trace_is_located(capsys, files):
+    os.mkdir("d.trace")
+    code, err = pimc(capsys, *DRAM, "--trace", "d.trace", "--trace-format", "dramsim3", "--json")
+    assert code == 1 and "d.trace:1:1: error: this is a directory, not a trace" in err

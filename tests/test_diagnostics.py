@@ -7,7 +7,7 @@ dram D {
   family = ddr4; clock = 1600 MHz; data_rate = 3200 MT/s;
   organization { bank_groups = 4; banks_per_group = 4; rows = 65536; columns = 1024;
                  device_width = 8 bit; bus_width = 64 bit; burst_length = 8; }
-  timing { tRCD = 22; tRP = 22; tRAS = 52; tRC = tRAS + tRP; }
+  timing { tRCD = 22 cycles; tRP = 22 cycles; tRAS = 52 cycles; tRC = tRAS + tRP; }
   command ACT { scope = bank; opens = true; }
   command PRE { scope = bank; closes = true; }
   command RD { scope = bank; reads = [row]; }
@@ -38,11 +38,11 @@ def test_language_md_mistake_2_wrong_dimension(errors):
 
 
 def test_language_md_mistake_3_inconsistent_timing(errors):
-    found = errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 60;"))
+    found = errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 60 cycles;"))
     assert found == [golden("""
-        spec.pim:5:44: error: inconsistent timing: tRC = 60 cycles < tRAS + tRP = 74
-              timing { tRCD = 22; tRP = 22; tRAS = 52; tRC = 60; }
-                                                       ^^^
+        spec.pim:5:65: error: inconsistent timing: tRC = 60 cycles < tRAS + tRP = 74
+              timing { tRCD = 22 cycles; tRP = 22 cycles; tRAS = 52 cycles; tRC = 60 cycles; }
+                                                                            ^^^
           hint: a row cycle cannot be shorter than tRAS + tRP""")]
 
 
@@ -169,7 +169,7 @@ def test_derivation_errors(errors):
 
 
 def test_warnings_for_values_nothing_reads(elaborate):
-    spec, diags = elaborate(DRAM.replace("tRC = tRAS + tRP;", "tRC = tRAS + tRP; tXP = 8;")
+    spec, diags = elaborate(DRAM.replace("tRC = tRAS + tRP;", "tRC = tRAS + tRP; tXP = 8 cycles;")
                             + "workload w { let spare = 3; batch = 1; }\n")
     assert not diags.errors
     assert sorted(d.message for d in diags.warnings) == [
@@ -194,7 +194,7 @@ def test_negative_rule_latency(errors):
 
 def test_timing_check_allows_jedec_rounding_of_a_sum(errors):
     # tRAS + tRP given in ns round up separately; tRC = ceil((tRAS + tRP) / tCK) may be one less.
-    assert errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 73;")) == []
+    assert errors(DRAM.replace("tRC = tRAS + tRP;", "tRC = 73 cycles;")) == []
 
 
 def test_a_timing_parameter_used_by_another_is_read(elaborate):
@@ -241,3 +241,14 @@ def test_controller_options_the_part_or_structure_cannot_run(errors):
         ["123", " error: data_clock_sync needs tWCKPST (the data clock's postamble) in D's timing"],
         ["143", " error: write_drain = batch moves writes into per-bank command queues"]]
     assert found[2].splitlines()[-1] == "  hint: set queue_structure = per_bank, or write_drain = watermark"
+
+
+def test_a_plain_number_in_a_timing_field_is_an_error(errors):
+    """issue 31: `7` could be cycles or ns; a timing value says which."""
+    found = errors(DRAM.replace("tRCD = 22 cycles;", "tRCD = 22;"))
+    assert found[0] == golden("""
+        spec.pim:5:19: error: a time or a cycle count was expected for 'tRCD', this is the plain number 22, with no unit
+              timing { tRCD = 22; tRP = 22 cycles; tRAS = 52 cycles; tRC = tRAS + tRP; }
+                              ^^
+          hint: write e.g. `18 ns` or `22 cycles`""")
+

@@ -8,7 +8,7 @@ def test_relative_import_and_derivation_with_overrides(spec_file, elaborate):
           family = ddr4; clock = 1600 MHz; data_rate = 3200 MT/s;
           organization { banks_per_group = 4; rows = 1024; columns = 1024; device_width = 8 bit;
                          bus_width = 64 bit; burst_length = 8; }
-          timing { tRCD = 22; tRP = 22; }
+          timing { tRCD = 22 cycles; tRP = 22 cycles; }
           command ACT { scope = bank; opens = true; }
           command RD { scope = bank; }
           command PRE { scope = bank; closes = true; }
@@ -19,8 +19,8 @@ def test_relative_import_and_derivation_with_overrides(spec_file, elaborate):
         import "lib.pim";
         workload derived : base_wl { batch = 8; }
         dram faster : base_dram {
-          timing { tRCD = 18; }
-          rules { rule bank: ACT -> RD = tRCD + 1; }
+          timing { tRCD = 18 cycles; }
+          rules { rule bank: ACT -> RD = tRCD + 1 cycles; }
         }
     """)
     assert not diags.errors, diags.render_all()

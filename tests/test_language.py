@@ -160,7 +160,7 @@ def test_the_built_parser_is_kept_in_the_cache_and_a_damaged_one_rebuilt(tmp_pat
             return [diags.render(d) for d in diags.errors]
     try:
         built = [fresh(text, "a.pim"), fresh("dram D { tRCD = ; }\n", "b.pim")]
-        kept = sorted((tmp_path / "lark").glob("start-*.lark"))
+        kept = sorted((tmp_path / "lark").glob("start-*.sealed"))
         assert len(kept) == 1 and kept[0].stat().st_size > 1000
         assert [fresh(text, "a.pim"), fresh("dram D { tRCD = ; }\n", "b.pim")] == built
         kept[0].write_bytes(b"damaged")

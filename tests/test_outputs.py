@@ -36,14 +36,13 @@ def test_compile_replaces_an_earlier_output_whole(tmp_path, capsys):
     out = tmp_path / "out"
     assert compile_to(out) == 0
     first = tree(out)
-    assert {"summary.json", "decode/commands.txt", "decode/requests.trace"} <= first
-    (out / "stale.txt").write_text("from an earlier compile")
-    (out / "prefill" / "old_step_file.txt").write_text("x")
-    (out / "gone_step").mkdir()
+    assert {"summary.json", "decode/commands.txt", "decode/requests.trace", ".pimc-manifest"} <= first
     assert compile_to(out, "--graph") == 0          # a smaller output: the graph files only
     second = tree(out)
-    assert "stale.txt" not in second and "gone_step" not in second and "prefill/old_step_file.txt" not in second
     assert "decode/commands.txt" not in second and "prefill/graph.json" in second
+    listed = (out / ".pimc-manifest").read_text().splitlines()
+    assert sorted(l for l in listed if not l.startswith("#")) == sorted(
+        f for f in second if (out / f).is_file() and f != ".pimc-manifest")
     assert leftovers(tmp_path) == []
 
 

@@ -40,7 +40,7 @@ def test_csv_reports_every_bad_row_with_file_and_line(tmp_path):
 def test_csv_header_and_empty_file(tmp_path):
     path = tmp_path / "reqs.csv"
     path.write_text("in,out\n1,2\n")
-    with pytest.raises(ValueError, match=r"reqs.csv:1: the header must be 'input_len,output_len'"):
+    with pytest.raises(ValueError, match=r"reqs.csv:1: this is not a requests CSV: its first line must be the header 'input_len,output_len'"):
         load_requests_csv(path)
     path.write_text("input_len,output_len\n")
     with pytest.raises(ValueError, match=r"reqs.csv:2: the file has no requests"):

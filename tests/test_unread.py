@@ -8,6 +8,7 @@ from pimdsl import loops
 from pimdsl.cli.main import main
 from pimdsl.loops import step
 from pimdsl.loops import iteration_serving
+from pimdsl.ir.params import Param
 
 SYSTEM = """
 cpu c { cores = 4; clock = 2 GHz; peak { fp16 = 1 TFLOPS; } memory = 8 GB; memory_bandwidth = 50 GB/s; }
@@ -78,7 +79,8 @@ def test_check_runs_placement_and_reports_with_the_warnings(tmp_path, capsys):
                          ids=lambda m: m.__name__)
 def test_every_loop_declares_what_it_reads(module):
     assert module.STRATEGIES and all(isinstance(s, str) for s in module.STRATEGIES)
-    assert all(isinstance(k, str) and isinstance(v, str) and v for k, v in dict(module.PARAMS).items())
+    # every param typed (issue 31): a dimension or kind, a range and a meaning
+    assert all(isinstance(k, str) and isinstance(v, Param) and v.meaning for k, v in dict(module.PARAMS).items())
     assert isinstance(module.OP_CLASSES, tuple)
     assert isinstance(getattr(module, "LINKS", 0), int) or callable(module.links_read)
 

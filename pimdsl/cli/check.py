@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..ir.errors import PimdslError
-from .loading import declares_nothing
+from .loading import add_allow_outside, declares_nothing
 
 
 def add_parser(sub) -> None:
@@ -28,10 +28,12 @@ def add_parser(sub) -> None:
                    help="run every declared gemv program on random inputs and compare with numpy")
     p.add_argument("--shape", action="append", default=[], metavar="n=N,k=K",
                    help="with --values: a shape to run besides the small default ones (repeatable)")
+    add_allow_outside(p)
 
 
 def run(args) -> int:
-    from .. import unread
+    from .. import params, unread
+    from ..frontend.loader import display_path
     from ..frontend.pipeline import load_spec
     from .check_values import check_values, parse_shape     # numpy: only once a check runs
     status = 0
@@ -44,7 +46,7 @@ def run(args) -> int:
     if not files:
         return 1
     for path in files:
-        spec, diags = load_spec(path)
+        spec, diags = load_spec(path, allow_outside=args.allow_outside)
         values = []
         if spec is not None and args.values and not diags.errors:
             values = check_values(spec, diags, shapes)
@@ -52,6 +54,7 @@ def run(args) -> int:
             for system in spec.systems.values():
                 try:
                     unread.check(system, diags)
+                    params.check(system, diags)
                     check_steps(system, diags)
                 except PimdslError as exc:           # e.g. an unknown `loop = NAME`
                     _report(exc, system, diags)
@@ -70,6 +73,8 @@ def run(args) -> int:
             print(f"{path}: ok" + (f" ({len(diags.warnings)} warning(s))" if diags.warnings else ""))
         for line in values:
             print(f"  {line}")
+        for what, data in (spec.reads if spec is not None else ()):
+            print(f"  reads {what} {display_path(Path(data))}")
     return status
 
 

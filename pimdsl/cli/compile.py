@@ -26,7 +26,7 @@ import os
 import sys
 from collections import Counter
 
-from ..emit.atomic import atomic_folder
+from ..emit.atomic import atomic_folder, check_folder
 from ..ir.errors import CompileError
 from .system import add_common, load_system, pass_manager, print_pass_times, report_compile_error
 
@@ -35,6 +35,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("compile", help="compile a system's model and write streams, kernels and graphs")
     add_common(p)
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.set_defaults(usage_error=p.error)
     p.add_argument("--graph", action="store_true", help="write only the op graphs (JSON and DOT) and the summary")
     p.add_argument("--unroll", action="store_true",
                    help="write every PIM command with its exactly timed issue cycle (large for whole models)")
@@ -57,6 +58,13 @@ def count(text: str) -> int:
 
 def run(args) -> int:
     from ..loops.step.step_run import compile_step, memory_bytes       # here: `pimc --help` needs none of it
+    if not args.output.strip():
+        args.usage_error("-o needs a folder name")
+    try:
+        check_folder(args.output)                 # before the work: a refused folder costs no compile
+    except OSError as exc:
+        print(f"pimc compile: error: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     system, diags = load_system(args, steps=2)
     if system is None:
         return 1
@@ -69,6 +77,12 @@ def run(args) -> int:
             steps.append(compile_step(system, "decode", batch, 1, input_len, manager))
     except CompileError as exc:
         return report_compile_error(exc, diags, args.file)
+    lines = _written_lines(steps, args)
+    if lines > args.max_work:                     # a unit of work per line written (budget.py)
+        print(f"{args.file}: error: the request traces would hold about {lines:.3g} lines (about "
+              f"{lines * BYTES_PER_REQUEST_LINE / 1e9:.3g} GB), past the limit of {args.max_work:.3g}\n"
+              f"  hint: lower --max-requests or raise the limit with --max-work {lines * 2:.2g}", file=sys.stderr)
+        return 1
     summary = {"system": system.name, "model": system.model.name, "steps": {}, "memory_bytes": memory_bytes(*steps)}
     try:
         with atomic_folder(args.output) as tmp:
@@ -89,6 +103,27 @@ def run(args) -> int:
             print(f"{p}/requests.trace: {s['requests_written']:,} of the step's {s['requests_total']:,} weight "
                   "reads (--max-requests), the first of each kernel in its share by bytes")
     return 0
+
+
+def _host_requests(program):
+    """(host memory, the kernels' allocations in it, how many access-sized requests they make)."""
+    from ..lowering.records import Kernel
+    host_memory = program.home("weights")
+    host_allocs = [a["alloc"] for _, a in program.ops() if isinstance(a["lowered"], Kernel) and "alloc" in a
+                   and a["alloc"].memory in (None, getattr(host_memory, "name", None))]
+    if host_memory is None:
+        return None, host_allocs, 0
+    return host_memory, host_allocs, sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
+
+
+def _written_lines(steps, args) -> int:
+    """Lines the request traces would hold (each about BYTES_PER_REQUEST_LINE on disk)."""
+    if args.graph:
+        return 0
+    return sum(min(_host_requests(p)[2], args.max_requests) for p in steps)
+
+
+BYTES_PER_REQUEST_LINE = 27      # measured: a requests.trace line of the bundled systems
 
 
 def _write_step(program, folder: str, args) -> dict:
@@ -141,11 +176,8 @@ def _write_step(program, folder: str, args) -> dict:
     if transfers:
         with open(os.path.join(folder, "transfers.json"), "w") as out:
             json.dump([t.to_json() for t in transfers], out, indent=1)
-    host_memory = program.home("weights")
-    host_allocs = [a["alloc"] for _, a in ops if isinstance(a["lowered"], Kernel) and "alloc" in a
-                   and a["alloc"].memory in (None, getattr(host_memory, "name", None))]
+    host_memory, host_allocs, total = _host_requests(program)
     if host_memory is not None:
-        total = sum(-(-a.size_bytes // host_memory.organization.access_bytes) for a in host_allocs)
         write_atomic(os.path.join(folder, "requests.trace" + gz), "requests.trace.j2",
                      lines=request_lines(host_memory, host_allocs, args.max_requests))
         info["requests_total"] = total

@@ -9,8 +9,9 @@ import json
 import sys
 
 from ..interpreter.dram import TRACE_FORMATS
-from .loading import load_reported
-from .system import add_max_work, no_such_block, output_file, print_fields
+from ..ir.files import note_input
+from .loading import NothingToDo, add_allow_outside, load_reported
+from .system import add_max_work, no_such_block, output_file, print_fields, refuse_inputs_as_outputs
 
 
 def add_parser(sub) -> None:
@@ -22,6 +23,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--command-trace", metavar="OUT", type=output_file, help="also write every issued command, one per line")
     add_max_work(p)
+    add_allow_outside(p)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="PATH=VALUE",
                    help="override a spec value by its dotted path, with units (repeatable)")
 
@@ -30,17 +32,26 @@ def run(args) -> int:
     from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
     from ..interpreter.dram.tables import EngineError
     from ..interpreter.dram.traces import TraceError, read_trace
-    spec, _ = load_reported(args.file, args.overrides)
+    try:
+        spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
+    except NothingToDo:
+        print(f"{args.file}:1:1: error: the file declares no memory\n  hint: name a spec that declares or "
+              f"imports memory '{args.memory}'", file=sys.stderr)
+        return 1
     if spec is None:
         return 1
     memory = spec.memories.get(args.memory)
     if memory is None:
         return no_such_block(args.file, "memory", args.memory, spec.memories, "memories", "this file declares no memory")
+    note_input(args.trace)
+    if not refuse_inputs_as_outputs(args, "command_trace"):
+        return 1
     try:
         trace = read_trace(args.trace, memory, args.trace_format, args.max_work)
         if not len(trace):
-            print(f"{args.trace}: nothing to do: the trace has no requests", file=sys.stderr)
-            return 0
+            print(f"{args.trace}:1:1: error: the trace has no requests\n  hint: a {args.trace_format} trace "
+                  "holds one request a line; lines starting with # are comments", file=sys.stderr)
+            return 1
         if default_engine(len(trace)) == "compiled" and not compiled_core_is_cached():
             print("pimc dram: compiling the DRAM core once (about 20 s; cached for later runs)",
                   file=sys.stderr)

@@ -7,9 +7,13 @@ error, and whether the output equals a plain (non-pipelined) forward of the same
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
 from ..ir.errors import CompileError
-from .system import load_system, report_compile_error
+from .loading import add_allow_outside
+from .system import load_system, output_file, report_compile_error
 
 
 def add_parser(sub) -> None:
@@ -23,10 +27,11 @@ def add_parser(sub) -> None:
     p.add_argument("--agents", type=_counts, metavar="N[,N...]",
                    help="loading-agent counts to run (default: the mapping's)")
     p.add_argument("--cold", action="store_true", help="drop the weight files from the page cache before each run")
-    p.add_argument("--profile-out", metavar="FILE", help="where to write the measured layer profile")
+    p.add_argument("--profile-out", metavar="FILE", type=output_file, help="where to write the measured layer profile")
     p.add_argument("--cache", metavar="DIR", help="folder for the generated weight files (default ~/.cache/pimdsl)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic weights and inputs")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_allow_outside(p)
 
 
 def _counts(text: str) -> list[int]:
@@ -40,7 +45,27 @@ def _counts(text: str) -> list[int]:
     return values
 
 
+def _cache_problem(folder: str) -> str | None:
+    """Why `--cache FOLDER` cannot hold the weight files (None: it can; its weights/ is created)."""
+    path = Path(folder)
+    if (path.exists() or path.is_symlink()) and not path.is_dir():
+        return "it is not a folder"
+    try:
+        (path / "weights").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not os.access(path / "weights", os.W_OK | os.X_OK):
+        return f"{path / 'weights'} is not writable"
+    return None
+
+
 def run(args) -> int:
+    if args.cache is not None:
+        why = _cache_problem(args.cache) if args.cache.strip() else "an empty folder name"
+        if why:
+            print(f"pimc execute: error: --cache {args.cache}: {why}\n  hint: give a folder of yours "
+                  "for the generated weight files", file=sys.stderr)
+            return 1
     from .. import loops
     system, diags = load_system(args)
     if system is None:

@@ -16,6 +16,7 @@ The Dask packages are the optional extra `pimdsl[cluster]`; the local pool needs
 from __future__ import annotations
 
 import contextlib
+import os
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from ..ir.errors import PimdslError
@@ -75,11 +76,28 @@ class _DaskExecutor(Executor):
         self._executor.shutdown(wait=wait)
 
 
+PR_SET_PDEATHSIG = 1                              # prctl(2)
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's first act: ask Linux to kill it when the sweep that started it dies, even by
+    SIGKILL (which gives the sweep no chance to stop its pool). Elsewhere nothing is asked."""
+    try:
+        import ctypes
+        import signal
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:                    # the sweep died before the request took effect
+        os._exit(1)
+
+
 @contextlib.contextmanager
 def open_executor(jobs: int, scheduler: str | None = None, cluster_file: str | None = None):
     """The executor for a sweep; closes what it opened."""
     if scheduler is None and cluster_file is None:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
             yield pool
         return
     distributed = _dask()

@@ -15,8 +15,9 @@ import threading
 from ..ir.errors import PimdslError
 from .. import __version__
 from ..frontend.resources import specs_dir
-from . import check, compile as compile_cmd, dram, execute, explain, kernel, run as run_cmd, sweep
-from .loading import NothingToDo, load_reported
+from ..ir.files import forget_inputs
+from . import cache, check, compile as compile_cmd, dram, execute, explain, kernel, run as run_cmd, sweep
+from .loading import NothingToDo, add_allow_outside, load_reported
 
 
 def version_text() -> str:
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the IR as JSON")
     _add_set(show)
+    add_allow_outside(show)
     dram.add_parser(sub)
     run_cmd.add_parser(sub)
     compile_cmd.add_parser(sub)
@@ -45,13 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     execute.add_parser(sub)
     kernel.add_parser(sub)
     explain.add_parser(sub)
+    cache.add_parser(sub)
     return parser
 
 
 def cmd_show(args) -> int:
     from ..emit.templates import render
     from .show import spec_to_json
-    spec, _ = load_reported(args.file, args.overrides)
+    spec, _ = load_reported(args.file, args.overrides, args.allow_outside)
     if spec is None:
         return 1
     if args.json:
@@ -63,7 +66,7 @@ def cmd_show(args) -> int:
 
 COMMANDS = {"check": check.run, "show": cmd_show, "dram": dram.run, "run": run_cmd.run,
             "compile": compile_cmd.run, "sweep": sweep.run, "execute": execute.run,
-            "kernel": kernel.run, "explain": explain.run}
+            "kernel": kernel.run, "explain": explain.run, "cache": cache.run}
 
 
 def _terminated(signum, frame):
@@ -71,6 +74,7 @@ def _terminated(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    forget_inputs()                              # this command's inputs only (checked by output paths)
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "timeline_layer", None) is not None and not args.timeline:

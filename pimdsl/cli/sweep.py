@@ -55,6 +55,7 @@ from ..ir.errors import PimdslError
 from ..budget import DEFAULT_MAX_WORK
 from ..ir.errors import CompileError
 from .executors import ClusterError, open_executor
+from .loading import add_allow_outside
 from .system import add_max_work, load_system, output_file, report_compile_error
 
 MAX_GRID_POINTS = 10_000              # each point is a whole `pimc run`
@@ -89,6 +90,7 @@ def add_parser(sub) -> None:
                        help="start a dask-jobqueue cluster (SLURM, PBS, ...) from this file and run the points there")
     p.add_argument("--exact", action="store_true", help="time every PIM command (no steady-state skipping)")
     add_max_work(p)
+    add_allow_outside(p)
     p.set_defaults(usage_error=p.error)
 
 
@@ -138,7 +140,7 @@ def _split_values(text: str) -> list[str]:
 
 
 def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
-              max_work: float = DEFAULT_MAX_WORK) -> tuple[bool, dict | str]:
+              max_work: float = DEFAULT_MAX_WORK, allow_outside: bool = False) -> tuple[bool, dict | str]:
     """One grid point, as `pimc run --json` would: (True, report) or (False, its diagnostic text)."""
     from ..driver import run_loaded
     from ..serving.requests import RequestsError
@@ -146,7 +148,7 @@ def run_point(file: str, system: str | None, overrides: list[str], exact: bool,
     with redirect_stderr(captured):
         try:
             loaded, diags = load_system(argparse.Namespace(file=file, system=system, overrides=overrides,
-                                                           max_work=max_work))
+                                                           max_work=max_work, allow_outside=allow_outside))
             if loaded is None:
                 return False, captured.getvalue()
             try:
@@ -172,7 +174,7 @@ def run(args) -> int:
     _check_usage(args, axes)
     # the spec must load with the fixed values alone, or every point would fail the same way
     base, _ = load_system(argparse.Namespace(file=args.file, system=args.system, overrides=args.overrides,
-                                             max_work=args.max_work))
+                                             max_work=args.max_work, allow_outside=args.allow_outside))
     if base is None:
         return 1
     points = [[f"{path}={value}" for (path, _), value in zip(axes, combo)]
@@ -239,7 +241,8 @@ def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
     """Every point's result, in grid order, whatever order they finish in."""
     results: list = [None] * len(points)
     jobs = min(args.jobs, len(points), 4 * (os.cpu_count() or 1))     # -j 100000 must not fork that many
-    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact, args.max_work)
+    call = lambda point: (args.file, args.system, [*args.overrides, *point], args.exact, args.max_work,
+                          args.allow_outside)
     remote = args.scheduler is not None or args.cluster is not None
     if jobs == 1 and not remote:                  # no pool: same worker, easier to debug
         bar, done = _progress(len(points))

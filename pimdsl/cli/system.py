@@ -8,10 +8,12 @@ import os
 import sys
 
 from ..frontend.diagnostics import Diagnostics, did_you_mean
-from ..budget import DEFAULT_MAX_WORK, Estimate, run_estimate
+from ..budget import DEFAULT_MAX_WORK, Estimate, memory_limit, run_estimate
 from ..passes.manager import PASS_NAMES, PassManager
+from ..emit.atomic import refusal
 from ..ir.errors import CompileError
-from .loading import load_reported
+from ..ir.files import is_input
+from .loading import NothingToDo, add_allow_outside, load_reported
 
 
 def add_common(p) -> None:
@@ -24,6 +26,7 @@ def add_common(p) -> None:
     p.add_argument("--time-passes", action="store_true", help="print each pass's time on stderr")
     p.add_argument("--verify", action="store_true", help="check the IR after every pass")
     add_max_work(p)
+    add_allow_outside(p)
 
 
 def add_max_work(p) -> None:
@@ -43,42 +46,69 @@ def positive_number(text: str) -> float:
 
 
 def output_file(text: str) -> str:
-    """An argparse type: a file pimc may write (its folder exists, it is not a folder), checked
-    before any work so that a typo costs no run."""
+    """An argparse type: a file pimc may write (its folder exists; not a folder, device, FIFO or
+    socket), checked before any work so that a typo costs no run (the write checks again, inputs too)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty file name")
     folder = os.path.dirname(os.path.abspath(text))
     if not os.path.isdir(folder):
         raise argparse.ArgumentTypeError(f"{text}: folder {folder} does not exist")
     if os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    why = refusal(text)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
     return text
+
+
+OUTPUT_OPTIONS = ("timeline", "output", "plot", "profile_out", "command_trace")
+
+
+def refuse_inputs_as_outputs(args, *names: str) -> bool:
+    """False after saying so when an output option names one of the run's inputs (the spec, its
+    imports, a trace: every file read so far); checked right after loading, before the work."""
+    for name in names:
+        path = getattr(args, name, None)
+        if path and is_input(path):
+            print(f"pimc {args.command}: error: cannot write {path}: it is an input of this run (the spec, "
+                  "an imported file, a trace or a data file); give another name", file=sys.stderr)
+            return False
+    return True
 
 
 def within_budget(estimate: Estimate, max_work: float, path: str) -> bool:
     """False after saying why, when the estimated work is past `--max-work`."""
     refusal = estimate.refusal(max_work)
     if refusal:
-        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} "
-              f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}", file=sys.stderr)
+        raise_it = (f"or raise the limit with --max-work {max(estimate.work * 2, max_work):.2g}"
+                    if estimate.work > max_work else "(no limit lets a run use more memory than the process has)")
+        print(f"{path}: error: {refusal}\n  hint: lower {estimate.largest or 'the workload'} {raise_it}", file=sys.stderr)
     return refusal is None
 
 
 def _estimate(system, steps):
     """The loop's own estimate when its module gives one (its work is not op graphs), else run_estimate."""
     from .. import loops
+    from ..driver import loop_module
     try:
         loop = loops.for_system(system)
     except CompileError:
         loop = None
     if steps is None and hasattr(loop, "estimate"):
         return loop.estimate(system)
-    return run_estimate(system, steps)
+    return run_estimate(system, steps, getattr(loop_module(system), "WORK_PER_REQUEST", False))
 
 
 def load_system(args, steps: int | None = None):
     """(system, diagnostics), or (None, _) after printing why there is none; `steps` is how many
     op graphs the command builds (default: the whole workload's), for the work estimate."""
-    spec, diags = load_reported(args.file, args.overrides)
-    if spec is None:
+    try:
+        spec, diags = load_reported(args.file, args.overrides, getattr(args, "allow_outside", False))
+    except NothingToDo:                           # a command that promises an output: an empty spec is an error
+        print(f"{args.file}:1:1: error: the file declares nothing to run\n  hint: a spec to run declares a "
+              "system block (`system NAME { memories = [...]; model = ...; }`), or imports one", file=sys.stderr)
+        return None, Diagnostics()
+    if spec is None or not refuse_inputs_as_outputs(args, *OUTPUT_OPTIONS):
         return None, diags
     systems = spec.systems
     if args.system:
@@ -100,6 +130,14 @@ def load_system(args, steps: int | None = None):
               file=sys.stderr)
         return None, diags
     _warn_unread(system, diags)
+    from .. import params
+    wrong = params.problems(system)
+    if wrong:
+        said = Diagnostics(sources=diags.sources)
+        for message, span, hint in wrong:
+            said.error(message, span, hint)
+        print(said.render_all(), file=sys.stderr)
+        return None, diags
     if not within_budget(_estimate(system, steps), getattr(args, "max_work", DEFAULT_MAX_WORK), args.file):
         return None, diags
     return system, diags

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..ir import units as U
 from ..ir.workload import Spec
+from .data_files import DataTree
 from .diagnostics import Diagnostics, SpecError, did_you_mean
 from .elaborate_hardware import HardwareBuilder
 from .elaborate_model import ModelBuilder
@@ -37,8 +38,9 @@ def _add_what_systems_use(tables: dict[str, dict]) -> None:
 
 
 class Elaborator:
-    def __init__(self, globals_: dict[str, Node], diags: Diagnostics):
+    def __init__(self, globals_: dict[str, Node], diags: Diagnostics, data: DataTree | None = None):
         self.globals = globals_
+        self.data = data or DataTree(())
         self.diags = diags
         self.ev = Evaluator(globals_, diags)
         self._built: dict[int, object] = {}
@@ -100,7 +102,7 @@ class Elaborator:
                 tables[KIND_TABLES[node.kind]][name] = built
         _add_what_systems_use(tables)
         self.warn_unread()
-        return Spec(root=root, **tables)
+        return Spec(root=root, **tables, reads=tuple((what, str(path)) for what, path in self.data.read))
 
     def warn_unread(self) -> None:
         for node in self.globals.values():

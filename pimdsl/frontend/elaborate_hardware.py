@@ -32,6 +32,10 @@ RULE_SCOPES = LEVELS + ("bank_pair",)
 COMMAND_BUSES = ("command", "row", "column")
 # A rule latency that depends on a command argument is tabulated for its values 0 .. ARG_VALUES - 1.
 ARG_VALUES = 513
+# The longest interval of a DRAM timing table: every row is refreshed within the refresh window,
+# 64 ms ([JESD79-4] tREFW; 32 ms above 85 C), so a longer timing value is a typo or a unit mistake
+# (and simulating it would replay that long an idle stretch, refresh by refresh).
+LONGEST_TIMING_S = 64e-3
 # Timing parameters the engine itself reads (beyond those that rules name).
 # A DRAM part's `power` block: supply voltages and per-device currents by their datasheet names. The
 # energy model (interpreter/dram/energy.py) needs VDD and the IDD currents of REQUIRED_CURRENTS; a
@@ -54,21 +58,28 @@ class HardwareBuilder:
 
     # ---- timing values ----------------------------------------------------
     def cycles(self, value, tck: float, where, name: str) -> int | None:
-        """A timing value (cycles, a time, or a plain number of cycles) in whole cycles."""
-        if not isinstance(value, Quantity) or value.dims not in (U.CYCLES, U.TIME, U.NONE):
+        """A timing value (cycles or a time) in whole cycles. A plain number is an error: whether `7`
+        meant cycles or nanoseconds is the spec's to say (LANGUAGE.md, units)."""
+        if not isinstance(value, Quantity) or value.dims not in (U.CYCLES, U.TIME):
             got = value.dimension if isinstance(value, Quantity) else "not a number"
+            if isinstance(value, Quantity) and value.dims == U.NONE:
+                got = f"the plain number {value.value:g}, with no unit"
             self.diags.error(f"a time or a cycle count was expected for '{name}', this is {got}", where,
                              "write e.g. `18 ns` or `22 cycles`")
             return None
-        if value.dims == U.TIME:
-            # JEDEC rounding: nCK = ceil(t / tCK), forgiving float noise.
-            return int(math.ceil(value.value / tck - 1e-6))
+        seconds = value.value if value.dims == U.TIME else None
         if value.dims == U.CYCLES and value.clock:
             seconds = value.value * self.ev.clock_period(None, value.clock, where)
-            return int(math.ceil(seconds / tck - 1e-6))
-        if not float(value.value).is_integer():
+        if seconds is None and not float(value.value).is_integer():
             self.diags.error(f"'{name}' is {value.value:g} cycles; a cycle count must be whole", where)
             return None
+        if (seconds if seconds is not None else value.value * tck) > LONGEST_TIMING_S:
+            self.diags.error(f"'{name}' is longer than {LONGEST_TIMING_S * 1e3:g} ms, the DRAM refresh window: "
+                             "no DRAM interval is that long", where, "check the value and its unit")
+            return None
+        if seconds is not None:
+            # JEDEC rounding: nCK = ceil(t / tCK), forgiving float noise.
+            return int(math.ceil(seconds / tck - 1e-6))
         return int(value.value)
 
     def timing_table(self, owner: Node, tck: float) -> tuple[dict[str, int], Node | None]:

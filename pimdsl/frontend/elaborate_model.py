@@ -1,9 +1,11 @@
 """Elaboration of model, mapping, workload and system blocks."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..ir import units as U
+from ..ir.files import InputFileError
 from ..ir.units import Quantity
 from ..ir.workload import DATA_KINDS, DTYPE_BYTES, Mapping, Model, OpDecl, System, TensorDecl, Workload
 from .diagnostics import SpecError, did_you_mean
@@ -31,11 +33,12 @@ class ModelBuilder:
         imported: dict = {}
         source = r.string("hf_config", None)
         if source is not None:
-            path = self._find(source, Path(node.span.path).parent)
             try:
+                here = Path(node.span.path).parent
+                path = self.el.data.resolve(source, here, "HuggingFace config", ".json", tuple(library_path(here)))
                 imported = load_hf_config(path)
-            except ConfigError as exc:
-                r.fail(str(exc), "hf_config", "give the path of a HuggingFace config.json, relative to this file")
+            except (ConfigError, InputFileError) as exc:
+                r.fail(exc.message, "hf_config", exc.hint or "give the path of a HuggingFace config.json, relative to this file")
                 raise SpecError(str(exc)) from None      # the missing shape fields follow from this one
         arch = r.choice("architecture", ("decoder", "encoder", "graph"), imported.get("architecture", "decoder"))
         if arch == "graph":
@@ -81,14 +84,6 @@ class ModelBuilder:
             span=node.span, parallel_attention=parallel, parallel_norms=norms if norms in (1, 2) else 1)
         r.finish()
         return model
-
-    @staticmethod
-    def _find(source: str, here: Path) -> Path:
-        """Like imports: relative to the spec file, then the library path."""
-        for folder in [here] + library_path(here):
-            if (folder / source).is_file():
-                return folder / source
-        return here / source
 
     @staticmethod
     def parameter_count(layers, hidden, heads, kv_heads, head_dim, ffn, vocab, gated, tied) -> int:
@@ -185,13 +180,15 @@ class ModelBuilder:
                 if dr.has(kind):
                     data[kind], data_spans[kind] = dr.choice(kind, memories), data_node.fields[kind].span
             dr.finish()
-        params, param_spans = {}, {}
+        params, param_spans, param_dims = {}, {}, {}
         params_node = r.block("params")
         if params_node is not None:
             pr = Reader(self.ev, params_node)
             param_spans = {name: pr.span(name) for name in params_node.fields}
             for name, value in pr.open_fields().items():
                 params[name] = value.value if isinstance(value, Quantity) else getattr(value, "name", value)
+                if isinstance(value, Quantity):
+                    param_dims[name] = value.dims
             for name, stmt in params_node.fields.items():
                 if isinstance(params.get(name), Node):
                     params[name] = params[name].name
@@ -199,7 +196,7 @@ class ModelBuilder:
         out = Mapping(node.name, strategy, strategies, placement, params, node.span, param_spans,
                       loop=(r.symbols("loop", default=("step",)) or ("step",))[0],
                       placement_spans=placement_spans, strategy_spans=self._strategy_spans(node),
-                      data=data, data_spans=data_spans)
+                      data=data, data_spans=data_spans, param_dims=param_dims)
         r.finish()
         return out
 
@@ -230,6 +227,12 @@ class ModelBuilder:
             kv_admission=r.choice("kv_admission", ("reserve", "on_demand"), "reserve"), span=node.span,
             memory_limit_bytes=r.bytes("memory_limit", None),
             std_input_len=r.number("std_input_len", None), std_output_len=r.number("std_output_len", None))
+        if out.requests_csv is not None and not r.failed:
+            try:
+                found = self.el.data.resolve(out.requests_csv, Path(node.span.path).parent, "requests CSV", ".csv")
+                out = replace(out, requests_file=str(found))
+            except InputFileError as exc:
+                r.fail(exc.message, "requests_csv", exc.hint)
         r.finish()
         return out
 
@@ -243,6 +246,6 @@ class ModelBuilder:
         out = System(node.name, tuple(p for p in processors if p), tuple(m for m in memories if m),
                      tuple(l for l in links if l), one("model", "model"), one("mapping", "mapping"),
                      one("workload", "workload"), node.span,
-                     tuple(s for s in (build(n) for n in r.refs("storage", ("storage",), [])) if s))
+                     tuple(s for s in (build(n) for n in r.refs("storage", ("storage",), [])) if s), self.el.data)
         r.finish()
         return out

@@ -100,7 +100,7 @@ class Loader:
             return None
         for folder in [here] + library_path(here):
             candidate = folder / stmt.path
-            if candidate.is_file():
+            if candidate.exists():              # a folder or a FIFO too: reading it says what it is
                 return candidate
         near = []
         for folder in [here] + library_path(here):

@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..ir.workload import Spec
+from .data_files import DataTree
 from .diagnostics import Diagnostics, SpecError, Span
 from .elaborate import Elaborator
-from .loader import Loader
+from .loader import Loader, library_path
 from .nodes import ScopeBuilder, apply_override
 from .syntax import Block, Import, parse_source
 
@@ -24,7 +25,10 @@ def parse_override(text: str, diags: Diagnostics):
     return path.strip(), expr, Span(shown, 1, 1, len(path) + 1)
 
 
-def load_spec(path: str | Path, overrides: list[str] = (), diags: Diagnostics | None = None) -> tuple[Spec | None, Diagnostics]:
+def load_spec(path: str | Path, overrides: list[str] = (), diags: Diagnostics | None = None,
+              allow_outside: bool = False) -> tuple[Spec | None, Diagnostics]:
+    """The elaborated spec of `path` (None after errors) and its diagnostics. The data files the spec
+    names must lie in its folders (the root's and its imports'), unless `allow_outside`."""
     diags = diags or Diagnostics()
     loader = Loader(diags)
     root = loader.load(Path(path))
@@ -45,7 +49,9 @@ def load_spec(path: str | Path, overrides: list[str] = (), diags: Diagnostics | 
             apply_override(globals_, opath, expr, span, diags, roots)
         except SpecError:
             pass
-    elaborator = Elaborator(globals_, diags)
+    folders = {m.path.parent for m in loader.modules.values()} | {p.resolve() for p in library_path()}
+    tree = DataTree(tuple(sorted(folders)), allow_outside)
+    elaborator = Elaborator(globals_, diags, tree)
     spec = elaborator.elaborate(root.shown, root_names)
     return (spec if not diags.errors else None), diags
 

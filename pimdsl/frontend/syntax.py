@@ -20,7 +20,8 @@ from lark import Lark, Token, Transformer, v_args
 from lark import __version__ as lark_version
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, VisitError
 
-from ..cache_home import cache_folder, code_digest, keep
+from ..cache_home import cache_folder, code_digest
+from ..cache_seal import read_entry, write_entry
 from ..ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 from .diagnostics import Diagnostics, SpecError, Span
 from .resources import grammar_path
@@ -272,20 +273,23 @@ _LARK_OPTIONS = dict(parser="lalr", propagate_positions=True, maybe_placeholders
 def _parser(start: str) -> Lark:
     """The LALR parser of the grammar from `start`. Building its tables is about 80 ms, in every
     process that parses (each `pimc` run), so the built parser is kept in the user's pimdsl cache,
-    named by a hash of everything that makes it (grammar, start, options, Lark's version) and written
-    whole (temporary file, then rename); an unreadable or unwritable cache just builds it."""
+    named by a hash of everything that makes it (grammar, start, options, Lark's version), sealed and
+    written whole (cache_seal.py); an unreadable, unsealed or unwritable entry just builds it."""
     grammar = grammar_path().read_text()
     key = hashlib.sha256(repr((grammar, start, sorted(_LARK_OPTIONS.items()), lark_version)).encode()).hexdigest()
-    kept = cache_folder("lark") / f"{start}-{key[:24]}.lark"
-    try:
-        with open(kept, "rb") as f:
-            return Lark.load(f)
-    except Exception:                          # absent, from another Lark, or damaged: build it
-        pass
+    folder = cache_folder("lark")
+    kept = folder / f"{start}-{key[:24]}.sealed" if folder is not None else None
+    body = read_entry(kept) if kept is not None else None      # verified before Lark unpickles it
+    if body is not None:
+        try:
+            return Lark.load(io.BytesIO(body))
+        except Exception:                      # sealed by another Lark version: build it
+            pass
     parser = Lark(grammar, start=start, **_LARK_OPTIONS)
-    saved = io.BytesIO()
-    parser.save(saved)
-    keep(kept, saved.getvalue())
+    if kept is not None:
+        saved = io.BytesIO()
+        parser.save(saved)
+        write_entry(kept, saved.getvalue())
     return parser
 
 
@@ -354,15 +358,21 @@ def _parse_kept(text: str, path: str, diags: Diagnostics, start: str):
     """`_parse`, kept on disk across processes: parsing is most of a small command's start-up (about
     0.3 s for a system and its library files), unpickling its tree a few ms. The entry is named by
     everything the tree depends on (pimdsl's source, the start rule, the path its spans carry, the
-    text); a failed parse is not kept (its diagnostics are the caller's), a damaged entry is parsed again."""
-    entry = cache_folder("parsed") / (hashlib.sha256(repr((code_digest(), start, path, text)).encode()).hexdigest() + ".pickle")
-    try:
-        return pickle.loads(entry.read_bytes())
-    except Exception:                          # absent, damaged or from a different pickle: parse
-        pass
+    text), sealed like every entry; a failed parse is not kept (its diagnostics are the caller's), a damaged
+    or planted entry is dropped and parsed again."""
+    folder = cache_folder("parsed")
+    if folder is None:                         # the cache may not be used (cache_home.py)
+        return _parse(text, path, diags, start)
+    entry = folder / (hashlib.sha256(repr((code_digest(), start, path, text)).encode()).hexdigest() + ".sealed")
+    body = read_entry(entry)                   # verified before it is unpickled (cache_seal.py)
+    if body is not None:
+        try:
+            return pickle.loads(body)
+        except Exception:                      # from a different pimdsl's classes: parse
+            pass
     parsed = _parse(text, path, diags, start)
     try:
-        keep(entry, pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
+        write_entry(entry, pickle.dumps(parsed, protocol=pickle.HIGHEST_PROTOCOL))
     except RecursionError:                     # a deeply nested spec: parsed every time
         pass
     return parsed

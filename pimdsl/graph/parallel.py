@@ -13,8 +13,10 @@ import math
 
 from ..ir.workload import Model, System
 from ..ir.errors import CompileError
+from ..ir.params import WHOLE, Param
 
-PARAMS = {"tp": "tensor-parallel devices (Megatron-style)", "pp": "pipeline stages"}
+PARAMS = {"tp": Param(WHOLE, ">= 1", "tensor-parallel devices (Megatron-style)"),
+          "pp": Param(WHOLE, ">= 1", "pipeline stages")}
 
 
 def _param(system: System, name: str) -> int:

@@ -7,9 +7,10 @@ family, program, shape) and of the timing mode, computed by this version of
 pimdsl. The key hashes all of these: the memory as a canonical dump of its
 declared records (every field, sets sorted, nothing process-dependent), and
 pimdsl as a digest of its own source files, so editing a spec or the code
-invalidates every entry it could affect. Entries are small JSON files
+invalidates every entry it could affect. Entries are small sealed JSON files
+(cache_seal.py: an entry whose bytes or values were changed fails its HMAC)
 written atomically (temporary file, then rename), so parallel sweep workers
-share the folder safely; a corrupt or unreadable entry is recomputed.
+share the folder safely; a damaged or unreadable entry is dropped and recomputed.
 
 Folder: `$PIMDSL_TIMING_CACHE` if set, else `$PIMDSL_CACHE/timing` (default
 `~/.cache/pimdsl/timing`); `PIMDSL_TIMING_CACHE=0` turns the cache off.
@@ -23,7 +24,8 @@ import os
 from pathlib import Path
 
 from ..bounded_cache import BoundedCache
-from ..cache_home import cache_folder, code_digest, keep
+from ..cache_home import cache_folder, code_digest, drop, safe_folder
+from ..cache_seal import read_entry, write_entry
 
 
 def folder() -> Path | None:
@@ -31,7 +33,7 @@ def folder() -> Path | None:
     if chosen == "0":
         return None
     if chosen:
-        return Path(chosen)
+        return safe_folder(Path(chosen))
     return cache_folder("timing")
 
 
@@ -75,16 +77,31 @@ def entry_key(memory, key: tuple, mode: str) -> str:
 
 
 def load(name: str) -> dict | None:
+    """The entry `name`, or None: absent, or dropped (with a warning) because its seal, JSON or shape
+    does not check out, so that it is computed and stored again."""
     root = folder()
     if root is None:
         return None
-    try:
-        return json.loads((root / f"{name}.json").read_text())
-    except (OSError, ValueError):
+    path = root / f"{name}.json"
+    body = read_entry(path)
+    if body is None:
         return None
+    try:
+        value = json.loads(body)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        drop(path, "not a JSON object")
+        return None
+    return value
 
 
 def store(name: str, value: dict) -> None:
     root = folder()
-    if root is not None:
-        keep(root / f"{name}.json", json.dumps(value).encode())
+    if root is None:
+        return
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return                                 # a read-only or full disk: just do not cache
+    write_entry(root / f"{name}.json", json.dumps(value).encode())

@@ -79,6 +79,7 @@ class Mapping:
     # which memory holds each kind of data (DATA_KINDS -> memory name); unset: the PIM memory, else the first
     data: dict[str, str] = field(default_factory=dict)
     data_spans: dict[str, Span] = field(default_factory=dict, compare=False, repr=False)
+    param_dims: dict[str, tuple] = field(default_factory=dict, compare=False, repr=False)   # a number's dimension
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,7 @@ class Workload:
     memory_limit_bytes: int | None = None   # a cap on the device memory a run may occupy (None: no cap)
     std_input_len: float | None = field(default=None, metadata={"json": "omit_default"})   # the gamma law's spread
     std_output_len: float | None = field(default=None, metadata={"json": "omit_default"})
+    requests_file: str | None = field(default=None, compare=False, repr=False, metadata={"json": "omit_default"})   # requests_csv resolved (frontend/data_files.py)
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ class System:
     workload: Workload | None
     span: Span = field(compare=False, repr=False)
     storage: tuple[Storage, ...] = ()     # devices the weights are read from (disk, flash)
+    data: object = field(default=None, compare=False, repr=False)   # the spec's DataTree: where a loop may read data files
 
 
 @dataclass(frozen=True)
@@ -128,3 +131,4 @@ class Spec:
     workloads: dict[str, Workload]
     systems: dict[str, System]
     storages: dict[str, Storage] = field(default_factory=dict)
+    reads: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # (what, resolved path) of each data file the spec names

@@ -29,7 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir.workload import System
+from ..ir import units as U
 from ..ir.errors import CompileError
+from ..ir.params import Param
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,9 @@ STRATEGIES = {s.name: s for s in (
 DEFAULT = STRATEGIES["wd"]
 
 # mapping params the copy and uncached-read models need
-PARAMS = {"smc_bandwidth_fraction_per_thread": "each copy thread's share of peak DRAM bandwidth (ddb, owr)",
-          "smc_noncacheable_slowdown": "how much slower copies out of the non-cacheable region run (ddb, owr)",
-          "noncacheable_read_bandwidth": "the host GEMM's uncached weight read rate (nc_gemm)"}
+PARAMS = {"smc_bandwidth_fraction_per_thread": Param(U.NONE, "0..1", "each copy thread's share of peak DRAM bandwidth (ddb, owr)"),
+          "smc_noncacheable_slowdown": Param(U.NONE, "> 0", "how much slower copies out of the non-cacheable region run (ddb, owr)"),
+          "noncacheable_read_bandwidth": Param(U.BANDWIDTH, "> 0", "the host GEMM's uncached weight read rate (nc_gemm)")}
 
 
 def strategy_of(system: System) -> Strategy:

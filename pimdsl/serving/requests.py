@@ -151,8 +151,9 @@ def load_requests_csv(path: str | Path) -> list[Request]:
     header = next(reader, None)
     columns = [c.strip() for c in header] if header else []
     if columns not in (["input_len", "output_len"], ["input_len", "output_len", "arrival"]):
-        raise RequestsError(path, [(1, "the header must be 'input_len,output_len' or "
-                                       f"'input_len,output_len,arrival', got {','.join(columns)!r}")])
+        # the line is not quoted: until the header matches, this may be any file (never echo it)
+        raise RequestsError(path, [(1, "this is not a requests CSV: its first line must be the header "
+                                       "'input_len,output_len' or 'input_len,output_len,arrival'")])
     for row in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in row):
@@ -167,7 +168,7 @@ def load_requests_csv(path: str | Path) -> list[Request]:
                 values[name] = float(cell) if name == "arrival" else int(cell)
             except ValueError:
                 kind = "a time in seconds" if name == "arrival" else "a whole number of tokens"
-                errors.append((line, f"{name} {cell!r} is not {kind}"))
+                errors.append((line, f"{name} {cell!r} is not {kind}"))    # the header matched: a requests table
                 ok = False
         if not ok:
             continue
@@ -192,6 +193,8 @@ def requests_for(workload: Workload, base_dir: str | Path | None = None) -> list
       take their means from `mean_input_len` / `mean_output_len`, else from `dataset`'s means
       (DATASET_MEANS), else from `input_len` / `output_len`; gamma takes the means and the
       `std_input_len` / `std_output_len` (gamma_lengths)."""
+    if workload.requests_file is not None:         # resolved and checked by the front end (data_files.py)
+        return load_requests_csv(workload.requests_file)
     if workload.requests_csv is not None:
         path = Path(workload.requests_csv)
         if not path.is_absolute():

@@ -20,6 +20,8 @@ import numpy as np
 from ...ir.errors import PimdslError, Span
 from ...ir.files import TRACE_LIMIT_BYTES, InputFileError, read_input
 from ...ir.hardware import Memory
+MAX_CYCLE = 2**62 - 1      # cycles are int64 in the compiled engine; leave room to add latencies
+
 from ...budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
 from . import TRACE_FORMATS
 
@@ -112,6 +114,9 @@ class _Checker:
     def arrival(self, i, text, value) -> int:
         if value < 0:
             raise self.bad(i, text, 2, f"arrival cycle {value} is negative", "cycles count from 0")
+        if value > MAX_CYCLE:
+            raise self.bad(i, text, 2, f"arrival cycle of {len(str(value))} digits is beyond the engine's range "
+                           f"(at most {MAX_CYCLE})", "check the arrival cycles")
         if value < self.last_arrival:
             raise self.bad(i, text, 2, f"arrival cycle {value} goes backwards (the request before "
                            f"arrives at {self.last_arrival})", "sort the trace by arrival cycle")

@@ -48,6 +48,8 @@ from ...sparsity import activations, neuron_placement
 from ...sparsity.activation_predictor import Predictor
 from ...sparsity.window_remap import imbalance, loads, remap_in_place
 from ...unread import leading_links
+from ...ir import units as U
+from ...ir.params import NAME, WHOLE, Param
 
 STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "deja_vu", "hermes_random",
               "hermes_partition", "hermes_adjustment", "hermes_token_adjustment", "hermes_layer_adjustment",
@@ -55,26 +57,29 @@ STRATEGIES = ("hermes", "hermes_base", "hermes_host", "accelerate", "flexgen", "
 # GPUs alone, every weight in their memory, sharded by tensor parallelism: the server the paper compares
 # with ([HERMES_NDP] Sec. V-F, TensorRT-LLM on 5 x A100); no NDP-DIMMs, host CPU or PCIe needed
 GPU_ONLY = ("tensor_parallel",)
+FRACTION = U.NONE
 PARAMS = {
-    "activation_sparsity": "mean fraction of a sparse block's neurons that do not fire per token",
-    "hot_fraction": "power law: this fraction of neurons ...",
-    "hot_share": "... carries this share of the activations",
-    "similarity_rho": "per-token correlation of a neuron's latent (token-wise similarity)",
-    "layer_coupling": "weight of the two correlated neurons of the previous block",
-    "input_drift": "std of a run's per-neuron latent shift from the profiled frequencies",
-    "window_tokens": "tokens per cold-neuron remapping window (Algorithm 1)",
-    "predictor_lambda": "lambda of s1 + lambda * s2 > T",
-    "predictor_threshold": "T of s1 + lambda * s2 > T",
-    "predictor_step": "state increase when a neuron fires",
-    "hot_threshold": "T_h: a neuron whose state exceeds it is hot",
-    "state_bits": "bits of a neuron's predictor state",
-    "gpu_reserved": "GPU memory that does not hold weights (workspace); the rest holds weights",
-    "host_cpu": "processor that runs the scheduler and, for hermes_host, the cold neurons",
-    "ilp_groups": "frequency groups per block in the placement program",
-    "ilp_time_limit": "time limit of the placement program",
-    "accelerate_bandwidth": "Accelerate's effective host-to-GPU weight rate (calibrated)",
-    "flexgen_bandwidth": "FlexGen's and Deja Vu's effective host-to-GPU weight rate (calibrated)",
-    "dejavu_predictor_share": "share of Deja Vu's compute time its MLP predictors take",
+    "activation_sparsity": Param(FRACTION, "0..1", "mean fraction of a sparse block's neurons that do not fire per token"),
+    "hot_fraction": Param(FRACTION, "0..1", "power law: this fraction of neurons ..."),
+    "hot_share": Param(FRACTION, "0..1", "... carries this share of the activations"),
+    "similarity_rho": Param(U.NONE, "-1..1", "per-token correlation of a neuron's latent (token-wise similarity)"),
+    "layer_coupling": Param(U.NONE, ">= 0", "weight of the two correlated neurons of the previous block"),
+    "input_drift": Param(U.NONE, ">= 0", "std of a run's per-neuron latent shift from the profiled frequencies"),
+    "window_tokens": Param(WHOLE, ">= 1", "tokens per cold-neuron remapping window (Algorithm 1)"),
+    "predictor_lambda": Param(U.NONE, "", "lambda of s1 + lambda * s2 > T"),
+    "predictor_threshold": Param(U.NONE, "", "T of s1 + lambda * s2 > T"),
+    "predictor_step": Param(U.NONE, "> 0", "state increase when a neuron fires"),
+    "hot_threshold": Param(U.NONE, "", "T_h: a neuron whose state exceeds it is hot"),
+    "state_bits": Param(WHOLE, "1..32", "bits of a neuron's predictor state"),
+    "gpu_reserved": Param(U.BYTES, ">= 0", "GPU memory that does not hold weights (workspace); the rest holds weights"),
+    "host_cpu": Param(NAME, meaning="processor that runs the scheduler and, for hermes_host, the cold neurons"),
+    # the placement program has groups x DIMMs variables per block; past a few thousand groups it is no
+    # longer the paper's coarse frequency grouping ([HERMES_NDP] Sec. IV-C) but a per-neuron program
+    "ilp_groups": Param(WHOLE, "1..4096", "frequency groups per block in the placement program"),
+    "ilp_time_limit": Param(U.TIME, "> 0", "time limit of the placement program"),
+    "accelerate_bandwidth": Param(U.BANDWIDTH, "> 0", "Accelerate's effective host-to-GPU weight rate (calibrated)"),
+    "flexgen_bandwidth": Param(U.BANDWIDTH, "> 0", "FlexGen's and Deja Vu's effective host-to-GPU weight rate (calibrated)"),
+    "dejavu_predictor_share": Param(FRACTION, "0..1", "share of Deja Vu's compute time its MLP predictors take"),
 }
 OP_CLASSES = ("fc_hot", "fc_cold", "projection", "merge", "scheduler")
 DEFAULTS = {"activation_sparsity": 0.9, "hot_fraction": 0.2, "hot_share": 0.8, "similarity_rho": 0.97,

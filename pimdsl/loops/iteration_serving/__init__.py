@@ -49,6 +49,7 @@ from ...ir.intervals import Interval
 from ...interpreter.host.models import peak_dtype
 from ...ir.workload import System
 from ...ir.errors import CompileError
+from ...ir.params import NAME, WHOLE, Param
 from ...serving.channel_assignment import greedy_min_load, partition_sub_batches, round_robin
 from ...serving.metrics import request_latencies
 from ...serving.requests import requests_for
@@ -61,11 +62,11 @@ TIMELINE_LAYER = 0                # the layer whose segments the timeline draws
 # What this loop reads of a spec (see pimdsl/unread.py): its strategies choose row buffers, channel
 # allocation and sub-batches (layer_segments.SERVING_STRATEGIES); it times the first link.
 STRATEGIES = tuple(SERVING_STRATEGIES)
-PARAMS = {"tp": "tensor-parallel devices", "pp": "pipeline stages",
-          "gpu": "the processor of the gpu_only strategy",
-          "pipeline": "how pp stages share the work: " + " or ".join(PIPELINE_SPLITS),
-          "all_reduce": "the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES),
-          "interleave": "how the two sub-batches share NPU and PIM: " + " or ".join(INTERLEAVES)}
+PARAMS = {"tp": Param(WHOLE, ">= 1", "tensor-parallel devices"), "pp": Param(WHOLE, ">= 1", "pipeline stages"),
+          "gpu": Param(NAME, meaning="the processor of the gpu_only strategy"),
+          "pipeline": Param(NAME, meaning="how pp stages share the work: " + " or ".join(PIPELINE_SPLITS)),
+          "all_reduce": Param(NAME, meaning="the tensor-parallel all-reduces: " + " or ".join(ALL_REDUCES)),
+          "interleave": Param(NAME, meaning="how the two sub-batches share NPU and PIM: " + " or ".join(INTERLEAVES))}
 OP_CLASSES: tuple[str, ...] = ()
 LINKS = 1
 PROGRESS = "requests"          # what `progress(done, total)` counts (pimc run's bar)

@@ -7,23 +7,38 @@ loader threads overlap with numpy compute, and freeing the dict frees the whole 
 """
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import json
+import math
 import os
+import shutil
+import stat
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from ...cache_home import cache_folder
+from ...cache_home import cache_folder, drop
 from .layer_blobs import Blob
 
 NUMPY_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16}
+SAFETENSORS_NAMES = {"fp32": "F32", "fp16": "F16"}
 
 
 def cache_root() -> Path:
-    return cache_folder("weights")
+    """The user's weight cache, or a folder of this run's own when the cache may not be used."""
+    return cache_folder("weights") or _run_folder()
+
+
+@functools.lru_cache(maxsize=1)
+def _run_folder() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="pimdsl-weights-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
 
 
 def folder_for(model_name: str, blobs: tuple[Blob, ...], seed: int, root: Path | None = None) -> Path:
@@ -45,8 +60,11 @@ def ensure(model_name: str, blobs: tuple[Blob, ...], seed: int = 0, root: Path |
     folder.mkdir(parents=True, exist_ok=True)
     for index, blob in enumerate(blobs):
         path = folder / f"{blob.name}.safetensors"
-        if path.exists():
-            continue
+        if os.path.lexists(path):
+            why = damage(path, blob)
+            if why is None:
+                continue
+            drop(path, why)
         rng = np.random.default_rng([seed, index])
         dtype = NUMPY_DTYPES[blob.dtype]
         tensors = {name: _values(rng, name, shape, dtype) for name, shape in blob.tensors}
@@ -54,6 +72,39 @@ def ensure(model_name: str, blobs: tuple[Blob, ...], seed: int = 0, root: Path |
         save_file(tensors, str(tmp))
         os.replace(tmp, path)
     return folder
+
+
+def damage(path: Path, blob: Blob) -> str | None:
+    """Why the file at `path` is not `blob`'s whole safetensors file (None: it is). Reads the header
+    only: the tensors' names, dtypes and shapes, and their offsets against the file's size."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        with open(path, "rb") as f:
+            head = f.read(8)
+            (header_len,) = struct.unpack("<Q", head) if len(head) == 8 else (-1,)
+            if not 0 < header_len <= min(info.st_size - 8, 1 << 20):
+                return "a bad header length"
+            header = json.loads(f.read(header_len))
+        expected = {name: (SAFETENSORS_NAMES[blob.dtype], list(shape)) for name, shape in blob.tensors}
+        got = {k: (v.get("dtype"), v.get("shape")) for k, v in header.items() if k != "__metadata__"}
+        if got != expected:
+            return "other tensors than the model's"
+        tensors = [v for k, v in header.items() if k != "__metadata__"]
+        if any(e - b != np.dtype(SAFETENSORS_DTYPES[v["dtype"]]).itemsize * math.prod(v["shape"])
+               for v in tensors for b, e in [v["data_offsets"]]):
+            return "tensor sizes that do not match their shapes"
+        ranges, end = sorted(tuple(v["data_offsets"]) for v in tensors), 0
+        for b, e in ranges:                       # the tensors tile the data, which fills the file
+            if b != end:
+                return "tensors that overlap or leave gaps"
+            end = e
+        if end != info.st_size - 8 - header_len:
+            return "a size that does not match its header"
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return "an unreadable header"
+    return None
 
 
 def read(path: Path) -> dict[str, np.ndarray]:

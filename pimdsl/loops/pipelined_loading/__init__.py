@@ -28,17 +28,23 @@ from ...ir.run_result import RunResult
 from ...ir.workload import System
 from ...frontend.diagnostics import did_you_mean
 from ...ir.errors import CompileError
+from ...ir import units as U
+from ...ir.params import FILE, NAME, WHOLE, Param
+from ...ir.files import InputFileError
 from . import layer_profile
 from .loading_schedule import Job, Machine, Policy, plan, simulate
 
 STRATEGIES = ("baseline", "pipeswitch", "pipeload")
-PARAMS = {"loading_agents": "loading agents m, or auto (the Pipeline Planner)",
-          "profile": "a layer-profile file written by pimc execute",
-          "agent_load_bandwidth": "one agent's load rate",
-          "load_contention": "alpha: k concurrent loads run 1 + alpha (k - 1) times slower",
-          "inference_agents": "inference agents (1: stated, not varied)",
-          "daemon_agents": "daemon agents (1: stated, not varied)",
-          "layer_assignment": "how layers go to loading agents (round_robin: stated, not varied)"}
+# loading agents are threads of one process: past MAX_AGENTS the plan is no longer a pipeline of a few
+# loaders ([PIPELOAD] Sec. III-B uses a handful) but a thread per layer of a huge model
+MAX_AGENTS = 1024
+PARAMS = {"loading_agents": Param(WHOLE, f"1..{MAX_AGENTS}", "loading agents m, or auto (the Pipeline Planner)", ("auto",)),
+          "profile": Param(FILE, meaning="a layer-profile file written by pimc execute"),
+          "agent_load_bandwidth": Param(U.BANDWIDTH, "> 0", "one agent's load rate"),
+          "load_contention": Param(U.NONE, ">= 0", "alpha: k concurrent loads run 1 + alpha (k - 1) times slower"),
+          "inference_agents": Param(WHOLE, ">= 1", "inference agents (1: stated, not varied)"),
+          "daemon_agents": Param(WHOLE, ">= 1", "daemon agents (1: stated, not varied)"),
+          "layer_assignment": Param(NAME, meaning="how layers go to loading agents (round_robin: stated, not varied)")}
 OP_CLASSES = ("layers",)          # one processor runs every layer
 LINKS = 0
 # one inference agent, one daemon, round-robin loading ([PIPELOAD] Sec. III-B): stated, not varied
@@ -102,11 +108,18 @@ def setup(system: System) -> Setup:
         agents = int(agents)
     path = params.get("profile")
     if path:
-        path = str(Path(system.span.path).parent / path) if not os.path.isabs(path) else path
+        span = mapping.param_spans.get("profile", mapping.span)
         try:
+            if system.data is not None:         # a loaded spec: the file must be one it may read
+                path = str(system.data.resolve(str(path), Path(span.path).parent if span.path.endswith(".pim")
+                                               else Path(system.span.path).parent, "layer profile", ".json"))
+            elif not os.path.isabs(path):
+                path = str(Path(system.span.path).parent / path)
             profile = layer_profile.read(path)
+        except InputFileError as exc:
+            _fail(exc.message, span, exc.hint)
         except ValueError as exc:
-            _fail(str(exc), mapping.span, "write one with `pimc execute SPEC --profile-out FILE`")
+            _fail(str(exc), span, "write one with `pimc execute SPEC --profile-out FILE`")
         if len(profile.layers) != system.model.layers:
             _fail(f"the profile has {len(profile.layers)} layers, model '{system.model.name}' has "
                   f"{system.model.layers}", mapping.span, "profile this model with `pimc execute`")

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 from ...ir.workload import System
 from ..model_layers.layer_blobs import partition
+from ...emit.atomic import atomic_file
+from ...ir.files import SPEC_LIMIT_BYTES, InputFileError, read_input
 
 FORMAT = "pimdsl-layer-profile/1"
 
@@ -40,19 +42,18 @@ class Profile:
 
 def write(path: str, profile: Profile, about: dict) -> None:
     data = {"format": FORMAT, **about, **{k: v for k, v in asdict(profile).items() if k != "source"}}
-    tmp = f"{path}.pimc-tmp"
-    with open(tmp, "w") as out:
+    with atomic_file(path) as out:
         json.dump(data, out, indent=1)
-    os.replace(tmp, path)
 
 
 def read(path: str) -> Profile:
     """Raises ValueError with a readable message for a file that is not a profile."""
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"cannot read the layer profile '{path}': {exc}") from None
+        data = json.loads(read_input(path, "layer profile", SPEC_LIMIT_BYTES))
+    except InputFileError as exc:
+        raise ValueError(f"cannot read the layer profile '{path}': {exc.message}") from None
+    except ValueError as exc:                    # JSON or UTF-8: the message gives a position, not content
+        raise ValueError(f"the layer profile '{path}' is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"'{path}' is not a layer profile (no \"format\": \"{FORMAT}\")")
     try:

@@ -18,6 +18,7 @@ from ...passes.strategy import PARAMS as STRATEGY_PARAMS, STRATEGIES as WEIGHT_S
 STRATEGIES = ("default", *WEIGHT_STRATEGIES)
 PARAMS = {**PARALLEL_PARAMS, **STRATEGY_PARAMS}
 OP_CLASSES = PLACED
+WORK_PER_REQUEST = True          # budget.run_estimate: each op's PIM stream is built per request of the batch
 
 
 def links_read(system) -> int:

@@ -35,6 +35,7 @@ from ...ir.errors import CompileError
 from ...serving.metrics import request_latencies
 from ...serving.requests import requests_for
 from ...unread import leading_links
+from ...ir.params import NAME, WHOLE, Param
 from . import dimm_pim_costs as dc
 from .latency_predictors import Profiles
 from .sub_batch_split import chunk, split, split_by_class
@@ -61,14 +62,14 @@ MODES = {
 }
 STRATEGIES = tuple(MODES)
 PARAMS = {
-    "tp": "tensor parallelism: GPUs per replica ([L3] Table 3)",
-    "dp": "data parallelism: replicas, each with 1/dp of the host memory's channels",
-    "chunk_multiple": "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)",
-    "hbm_pim_memory": "memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs",
-    "host_cpu": "the CPU that runs decode MHA in the cpu_offload strategy",
-    "sub_batch_split": "token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)",
-    "predictor": "oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)",
-    "prefilled": "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)",
+    "tp": Param(WHOLE, ">= 1", "tensor parallelism: GPUs per replica ([L3] Table 3)"),
+    "dp": Param(WHOLE, ">= 1", "data parallelism: replicas, each with 1/dp of the host memory's channels"),
+    "chunk_multiple": Param(WHOLE, ">= 1", "prefill chunks are a multiple of this many tokens ([L3] Sec. 5.3 step 4)"),
+    "hbm_pim_memory": Param(NAME, meaning="memory of the hbm_pim baseline (one per GPU): decode MHA by its unit's attention programs"),
+    "host_cpu": Param(NAME, meaning="the CPU that runs decode MHA in the cpu_offload strategy"),
+    "sub_batch_split": Param(NAME, meaning="token_sum ([L3] Sec. 5.3 step 2 as written) or per_rankset (the same inside each rankset)"),
+    "predictor": Param(NAME, meaning="oracle (the scheduler asks the cost model) or learned (the online predictors of Sec. 5.3)"),
+    "prefilled": Param(WHOLE, "0..1", "1: requests arrive with their prompts already in the KV cache, decode-only batches ([L3] Fig. 11)"),
 }
 PREDICTORS = ("oracle", "learned")
 SPLITS = ("per_rankset", "token_sum")
@@ -527,14 +528,17 @@ def report(system, mode, costs, requests, replicas, profiles) -> dict:
 
 
 def estimate(system: System):
-    """Work of a run, in scheduling decisions: a few per request plus one per prefill chunk."""
+    """Work of a run, in scheduling decisions: a few per request, one per prefill chunk and one per
+    generated token (each decode iteration advances every running request by one)."""
     from ...budget import Estimate
     wl = system.workload
     mean_in = wl.mean_input_len or wl.input_len
+    mean_out = wl.mean_output_len or wl.output_len
     multiple = system.mapping.params.get("chunk_multiple", 16)
-    work = wl.requests * (4 + mean_in / (multiple if isinstance(multiple, (int, float)) and multiple > 0 else 16))
-    return Estimate(work, wl.requests * 512, f"{wl.requests} request(s) of about {mean_in:.0f} prompt tokens",
-                    largest="workload.requests")
+    work = wl.requests * (4 + mean_in / (multiple if isinstance(multiple, (int, float)) and multiple > 0 else 16)
+                          + mean_out)
+    return Estimate(work, wl.requests * 512, f"{wl.requests} request(s) of about {mean_in:.0f} prompt and "
+                    f"{mean_out:.0f} output tokens", largest="workload.requests")
 
 
 def decode_iteration_s(system: System, contexts) -> float:
