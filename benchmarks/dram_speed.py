@@ -305,7 +305,7 @@ def machine() -> dict:
                platform.processor() or platform.machine())
     memory = next((line.split(":", 1)[1].strip() for line in _lines("/proc/meminfo") if line.startswith("MemTotal")), "")
     return {"cpu": cpu, "cpus": os.cpu_count(), "memory": memory, "os": platform.platform(),
-            "python": platform.python_version(), "load_average_at_start": os.getloadavg()}
+            "python": platform.python_version(), "load_average": os.getloadavg()}
 
 
 def _lines(path: str) -> list[str]:
