@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.errors import PimdslError
 from ...ir.workload import DTYPE_BYTES
 from ...lowering.records import Kernel
 
@@ -36,7 +37,7 @@ ELEMENTWISE = {
 OPS = ("gemm", *ELEMENTWISE)
 
 
-class OpError(ValueError):
+class OpError(PimdslError):
     """An operator or shape `op_kernel` cannot build."""
 
 
