@@ -35,7 +35,7 @@ ELEMENTWISE = {
 OPS = ("gemm", *ELEMENTWISE)
 
 
-class OpError(PimdslError, ValueError):
+class OpError(PimdslError):
     """An operator or shape `op_kernel` cannot build."""
 
 

@@ -201,10 +201,17 @@ def setup(system: System) -> Setup:
 
 # ---- device times -------------------------------------------------------------------------------
 
-def gpu_s(s: Setup, nbytes: float, batch: int, kind: str = "gemv") -> float:
-    """A GPU kernel over `nbytes` of FP16 weights for `batch` tokens (roofline)."""
+def gpu_s(s: Setup, nbytes: float, batch: int, kind: str = "gemv", floor: bool = True) -> float:
+    """A GPU kernel over `nbytes` of FP16 weights for `batch` tokens (interpreter/host/models.py);
+    without its `floor`, the share of a kernel's time these weights add (a neuron's, in a block's kernel)."""
     elems = nbytes / s.dt
-    return kernel_time(s.gpu, Kernel("fc", kind, s.gpu.name, s.system.model.dtype, 2 * elems * batch, nbytes)).seconds
+    t = kernel_time(s.gpu, Kernel("fc", kind, s.gpu.name, s.system.model.dtype, 2 * elems * batch, nbytes))
+    return t.seconds if floor else t.seconds - t.launch_s
+
+
+def gpu_floor_s(s: Setup) -> float:
+    """The floor of one GPU kernel (the measured GPU kernel model's launch latency; 0 on a roofline)."""
+    return s.gpu.calibration.launch_latency_s if s.gpu.calibration is not None else 0.0
 
 
 def host_s(s: Setup, nbytes: float, batch: int) -> float:
@@ -523,7 +530,8 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     devices = 1 if host else s.dimms
     gen = generator(s)
     _, nbytes = blocks_of(s)
-    neuron_gpu = [gpu_s(s, nb, b) for nb in nbytes]
+    neuron_gpu = [gpu_s(s, nb, b, floor=False) for nb in nbytes]     # per neuron; a block's kernel adds one floor
+    floor = gpu_floor_s(s)
     neuron_cold = [host_s(s, nb, b) if host else cold_neuron_s(s, nb, b) for nb in nbytes]
     placed = place(s, gen, sw, neuron_gpu, neuron_cold, devices)
     pred = Predictor(gen.prefill_frequency(wl.input_len), [blk.parents for blk in gen.blocks],
@@ -560,7 +568,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 guess = pred.predict_then_update(k, fired[k - 1] if k else None, a)
                 n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
                                                                          devices, NO_ACTIVITY if activity is None else activity[k])
-                t_gpu = n_gpu * neuron_gpu[k] + 2 * sync
+                t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
                 cold_max = charge(per_dev, neuron_cold[k], cold_busy)
                 block = max(t_gpu, cold_max)
                 if timeline:
