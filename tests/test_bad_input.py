@@ -306,3 +306,11 @@ def test_a_folder_as_trace_is_located(capsys, files):
     os.mkdir("d.trace")
     code, err = pimc(capsys, *DRAM, "--trace", "d.trace", "--trace-format", "dramsim3", "--json")
     assert code == 1 and "d.trace:1:1: error: this is a directory, not a trace" in err
+
+
+@pytest.mark.parametrize("op", ["-1", "0xffffffffffffffff", "12"])
+def test_a_number_where_the_op_goes_is_located(capsys, files, op):
+    """issue 31 (fuzz seed 17): a shifted or damaged line was read as a request."""
+    trace = files("t.trace", f"0x40 READ 0\n0x80 {op} 10\n")
+    code, err = pimc(capsys, *DRAM, "--trace", trace, "--trace-format", "dramsim3", "--json")
+    assert code == 1 and f"t.trace:2:6: error: '{op}' is not an operation" in err, err

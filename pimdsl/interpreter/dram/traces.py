@@ -151,6 +151,8 @@ def _dramsim3(check: _Checker, lines):
             cycle = int(cyc)
         except ValueError:
             raise check.bad(i, text, 2, f"'{cyc}' is not a decimal cycle", "write the arrival cycle, e.g. 0") from None
+        if not op.replace("_", "").isalpha():        # a number or a sign where the op goes: a shifted line
+            raise check.bad(i, text, 1, f"'{op}' is not an operation", "write READ or WRITE")
         addrs.append(check.address(i, text, a, address))
         arrival.append(check.arrival(i, text, cycle))
         writes.append(op in DRAMSIM3_WRITES)
