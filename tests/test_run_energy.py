@@ -50,7 +50,7 @@ def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
     power = 64 * 2 * 1.2 * 0.0275
     assert report["average_power_w"] == pytest.approx(power)
     assert report["energy_j"]["total"] == pytest.approx(power * report["end_to_end_s"])
-    assert report["energy_per_token_j"] == pytest.approx(power / report["tokens_per_s"])
+    assert "tokens_per_s" not in report and "energy_per_token_j" not in report    # one op: no tokens
 
 
 def test_power_counter_steps_at_busy_edges():

@@ -12,7 +12,7 @@ this module turns them into energy, so that every loop reports it the same way (
 Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses and of PIM
 ops (a run reports time per resource, not the commands behind it; `pimc dram` counts command energy
 for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
-power over the run divided by the reported `tokens_per_s`.
+power over the run divided by the reported `tokens_per_s` (absent for a graph model, which has no tokens).
 """
 from __future__ import annotations
 
@@ -94,11 +94,13 @@ def run_energy(system, report: dict) -> dict:
     total = sum(by_component.values())
     counted = bool(by_resource)
     power = total / end if end and counted else None
-    rate = report.get("tokens_per_s")
-    return {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                         "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
-            "energy_per_token_j": power / rate if power is not None and rate else None,
-            "average_power_w": power}
+    out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
+                        "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
+           "average_power_w": power}
+    if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
+        rate = report["tokens_per_s"]
+        out["energy_per_token_j"] = power / rate if power is not None and rate else None
+    return out
 
 
 def power_levels(system):

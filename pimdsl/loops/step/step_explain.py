@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ...interpreter.op_timing import OpTimer, time_pim
-from ...interpreter.schedule import resources_of, schedule
+from ...interpreter.schedule import resources_of, schedule, step_seconds
 from ...lowering.records import Absorbed, PimWork, Transfer
 from .step_run import compile_step
 
@@ -34,7 +34,7 @@ def explain(system, nodes: dict) -> dict:
     out = {"system": system.name, "strategy": system.mapping.strategy if system.mapping else None, "steps": []}
     for phase, headline, b, tokens, context in steps:
         program = compile_step(system, phase, b, tokens, context)
-        step = schedule(program, lambda attrs: timer.seconds(attrs["lowered"]))
+        step = schedule(program, timer)         # as the run does: the refresh phase carried op to op
         bound = max(step.busy_s, key=step.busy_s.get)
         out["steps"].append({"phase": phase, "headline": headline, "seconds": step.seconds,
                              "bound": bound, "bound_share": step.busy_s[bound] / step.seconds,
@@ -48,11 +48,11 @@ def _groups(system, program, timer: OpTimer, nodes: dict, step_s: float) -> list
     largest_pim: dict[str, tuple] = {}         # memory -> (total seconds, PimWork) of its largest op
     by_key: dict[tuple, float] = defaultdict(float)          # PIM op key -> its ops' seconds
     first: dict[tuple, str] = {}                             # PIM op key -> the first op with it
-    for name, attrs in program.ops():
+    ops = list(program.ops())
+    for (name, attrs), seconds in zip(ops, step_seconds(timer, [attrs for _, attrs in ops])):
         lowered = attrs["lowered"]
         if isinstance(lowered, Absorbed):
             continue
-        seconds = timer.seconds(lowered)
         resource = resources_of(attrs)[0]
         if isinstance(lowered, PimWork):
             key, values = (resource, attrs["op"].kind, "DRAM command stream"), None
