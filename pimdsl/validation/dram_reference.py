@@ -54,18 +54,21 @@ STRUCTURES = {
 }
 
 
-def reference_dir() -> Path:
-    """The dataset: $PIMDSL_REFERENCE/dram, else validation/reference/dram of the checkout."""
+def reference_dir(kind: str = "dram", marker: str = "results.csv", env_first: bool = True) -> Path:
+    """A reference dataset `kind` (the folder holding `marker`): $PIMDSL_REFERENCE/<kind>, else
+    validation/reference/<kind> of the checkout or of the working directory; with `env_first` False the
+    checkout's copy is read before $PIMDSL_REFERENCE's (a committed summary, such as the measured GPUs')."""
     env = os.environ.get("PIMDSL_REFERENCE")
     checkout = Path(__file__).resolve().parents[2]
-    candidates = [Path(env)] if env else [checkout / "validation" / "reference",
-                                          Path.cwd() / "validation" / "reference"]
+    local = [checkout / "validation" / "reference", Path.cwd() / "validation" / "reference"]
+    given = [Path(env)] if env else []
+    candidates = (given or local) if env_first else local + given
     for base in candidates:
-        if (base / "dram" / "results.csv").exists():
-            return base / "dram"
-    raise FileNotFoundError("the DRAM reference dataset is not at " + " or ".join(str(c / "dram") for c in candidates)
+        if (base / kind / marker).exists():
+            return base / kind
+    raise FileNotFoundError(f"the {kind} reference data is not at " + " or ".join(str(c / kind) for c in candidates)
                             + "; run from a checkout of pimdsl or set PIMDSL_REFERENCE to the folder that holds "
-                            "dram/results.csv")
+                            f"{kind}/{marker}")
 
 
 # The dataset's parts: the main traces and the mixed read/write traces of extra/, each with its

@@ -79,15 +79,8 @@ def summarize(raw: Path) -> tuple[list[dict], list[dict]]:
 
 def summary_dir() -> Path:
     """validation/reference/gpu of the checkout (or of the working directory), else $PIMDSL_REFERENCE/gpu."""
-    env = os.environ.get("PIMDSL_REFERENCE")
-    candidates = [ROOT / "validation" / "reference", Path.cwd() / "validation" / "reference"]
-    candidates += [Path(env)] if env else []
-    for base in candidates:
-        if (base / "gpu" / "compute.csv").exists():
-            return base / "gpu"
-    raise FileNotFoundError("the measured GPU summary is not at " + " or ".join(str(c / "gpu") for c in candidates)
-                            + "; run from a checkout of pimdsl or set PIMDSL_REFERENCE to the folder that holds "
-                            "gpu/compute.csv")
+    from .dram_reference import reference_dir
+    return reference_dir("gpu", "compute.csv", env_first=False)
 
 
 def write_summary(compute: list[dict], network: list[dict], folder: Path | None = None) -> None:
