@@ -227,6 +227,11 @@ def _dramsim3_block(b: np.ndarray):
     if (arrival[1:] < arrival[:-1]).any():
         return None
     o0, length = starts[1::3], ends[1::3] - starts[1::3]
+    # an op of letters and `_` only: a number or a sign there (a shifted line) goes to the line reader
+    letter = (((b | 0x20) >= ord("a")) & ((b | 0x20) <= ord("z"))) | (b == ord("_"))
+    others = np.concatenate(([0], np.cumsum(~letter)))
+    if (others[ends[1::3]] - others[o0]).any():
+        return None
     word = np.zeros(len(o0), np.uint64)
     for col in range(8):                   # the op's first 8 bytes as a little-endian word
         byte = b[np.minimum(o0 + col, len(b) - 1)].astype(np.uint64)
