@@ -1,6 +1,7 @@
 """Energy of a whole run, from how long each resource was busy and the power its spec declares.
 
-Every run loop reports `end_to_end_s` and, per resource, `utilization` (busy time / end-to-end time);
+Every run loop reports how long it ran (`makespan_s` for the request-serving loops, whose `end_to_end_s`
+is a per-request mean; `end_to_end_s` for the others) and, per resource, `utilization` (busy time over it);
 this module turns them into energy, so that every loop reports it the same way (driver.run_loaded):
 
   * a processor that declares `active_power` (and `idle_power`): per instance, active power while
@@ -56,7 +57,7 @@ def _standby_w(memory) -> tuple[float, float] | None:
 def run_energy(system, report: dict) -> dict:
     """`energy_j` (by resource, by component, total, and `not_counted`: what it leaves out, comma-separated),
     `energy_per_token_j`, `average_power_w`."""
-    end = report.get("end_to_end_s") or 0.0
+    end = report.get("makespan_s") or report.get("end_to_end_s") or 0.0    # serving loops: the whole run
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     busy_of: dict[str, list[float]] = {}
