@@ -54,6 +54,7 @@ class CommandTimer:
     def __init__(self, memory: Memory, extra_commands=(), extra_rules=(), extra_windows=(),
                  refresh: str = "none", record_refreshes: bool = False):
         part = memory.part
+        self.memory = memory
         self.tables = ChannelTables(memory, part.commands + tuple(extra_commands),
                                     part.rules + tuple(extra_rules), part.windows + tuple(extra_windows))
         self.org = memory.organization
@@ -179,7 +180,7 @@ class CommandTimer:
         t = self.tables
         cmd = t.index.get(c.name)
         if cmd is None:
-            raise StreamError(self.undeclared(c, position))
+            raise self.stream_error(self.undeclared(c, position))
         state = self.states.get(c.channel)
         if state is None:
             state = self.states[c.channel] = DeviceState(t)
@@ -192,7 +193,7 @@ class CommandTimer:
         cycle = self._twin_earliest(state.earliest, cmd, level, k, bank, cycle)
         span = c.estimate
         if span and not self.announces[cmd]:
-            raise StreamError(self.stray_estimate(c, position, cmd))
+            raise self.stream_error(self.stray_estimate(c, position, cmd))
         if self.ref is not None:
             self._pending_cmd, self._pending_k = cmd, k
             if 0 < span < self.tREFI:       # longer work cannot fit between refreshes: timed as usual
@@ -224,17 +225,27 @@ class CommandTimer:
         if decl.opens:
             for b in banks:
                 if rows[b] >= 0:
-                    raise StreamError(self.opens_open_bank(c, position, b, rows[b]))
+                    raise self.stream_error(self.opens_open_bank(c, position, b, rows[b]))
                 rows[b] = c.row
         elif "row" in decl.reads or "row" in decl.writes:
             for b in banks:
                 if rows[b] < 0:
-                    raise StreamError(self.closed_bank(c, position, b))
+                    raise self.stream_error(self.closed_bank(c, position, b))
         if decl.closes or decl.refresh:
             for b in banks:
                 rows[b] = -1
 
     # ---- stream errors (the compiled timer raises the same) ------------------------------
+    def stream_error(self, message: str) -> StreamError:
+        """A command of a stream the state cannot take: of a memory with a PIM unit, that unit's declared
+        programs made the stream, so the error points at the unit (a mistake of the spec, located)."""
+        pim = getattr(self.memory, "pim", None)
+        if pim is None:
+            return StreamError(message)
+        return StreamError(f"a command stream of PIM unit '{pim.name}' cannot be issued: {message}", pim.span,
+                           "check the order of the commands in the unit's programs (a bank's open row is "
+                           "precharged before another row of it is activated)")
+
     def undeclared(self, c: Command, position: int) -> str:
         return f"command {position}: '{c.name}' is not declared for memory '{self.tables.memory.name}'"
 

@@ -246,11 +246,11 @@ class CompiledCommandTimer(CommandTimer):
     def _error(self, status, c: Command, position: int, bank: int, row: int) -> StreamError:
         K = self.K
         if status == K.UNDECLARED:
-            return StreamError(self.undeclared(c, position))
+            return self.stream_error(self.undeclared(c, position))
         if status == K.STRAY_ESTIMATE:
-            return StreamError(self.stray_estimate(c, position, self.tables.index[c.name]))
-        return StreamError(self.opens_open_bank(c, position, bank, row) if status == K.OPEN_BANK
-                           else self.closed_bank(c, position, bank))
+            return self.stream_error(self.stray_estimate(c, position, self.tables.index[c.name]))
+        return self.stream_error(self.opens_open_bank(c, position, bank, row) if status == K.OPEN_BANK
+                                 else self.closed_bank(c, position, bank))
 
     def _in_python(self, n: int) -> bool:
         """Issue the next n commands in Python? If not, the state is on the compiled core."""
