@@ -30,7 +30,9 @@ def _add_set(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems")
+    # raw text: `--version` names a folder, printed whole on one line, never wrapped at the terminal width
+    parser = argparse.ArgumentParser(prog="pimc", description="pimdsl: describe, compile and time PIM systems",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text(),
                         help="print pimc's version and where its bundled specs are read from")
     sub = parser.add_subparsers(dest="command", required=True)
