@@ -38,12 +38,15 @@ class Evaluator:
         self._cache: dict[tuple[int, str], object] = {}
         self._active: list[tuple[Node, str]] = []
         self.read: set[tuple[int, str]] = set()
-        self.provided: dict[int, dict[str, object]] = {}     # names elaboration gives a block
+        self._alive: dict[int, Node] = {}      # every node a value is cached for (temporary twins included)
+        # names elaboration gives a block: id -> (the block, its names); the block is kept so that its id
+        # is not reused by another (a temporary organization twin would otherwise lend its names)
+        self.provided: dict[int, tuple[Node, dict[str, object]]] = {}
 
     def provide(self, node: Node, name: str, value) -> None:
         """Give `node` a name its own fields do not declare (a memory's `capacity`, a region's
         `remaining`): seen from inside the block, after its fields and lets."""
-        self.provided.setdefault(id(node), {})[name] = value
+        self.provided.setdefault(id(node), (node, {}))[1][name] = value
 
     # ---- fields -----------------------------------------------------------
     def member(self, node: Node, name: str, span: Span | None = None):
@@ -53,7 +56,7 @@ class Evaluator:
         for child in node.anonymous():
             if name in child.lets or name in child.fields:
                 return self._slot(child, name)
-        given = self.provided.get(id(node), {})
+        given = self.provided.get(id(node), (None, {}))[1]
         if name in given:
             return given[name]
         named = node.named(name) or node.child(name)
@@ -64,6 +67,7 @@ class Evaluator:
 
     def _slot(self, node: Node, name: str):
         key = (id(node), name)
+        self._alive.setdefault(key[0], node)   # cached by id: the node stays alive, so its id is not reused
         self.read.add(key)
         if key in self._cache:
             value = self._cache[key]
@@ -101,7 +105,7 @@ class Evaluator:
         scope = node
         while scope is not None:
             names += list(scope.lets) + list(scope.fields) + [c.name for c in scope.children if c.name]
-            names += list(self.provided.get(id(scope), ()))
+            names += list(self.provided.get(id(scope), (None, {}))[1])
             for child in scope.anonymous():
                 names += list(child.lets) + list(child.fields)
             scope = scope.parent
