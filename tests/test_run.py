@@ -178,3 +178,22 @@ def test_a_graph_model_prints_its_op_time_and_an_encoder_the_tokens_it_reads(cap
     assert "op_s " in text and "tokens_per_s" not in text
     bert = run_json(capsys, str(ROOT / "specs" / "systems" / "pipeload_bert_large.pim"))
     assert bert["tokens_per_s"] == pytest.approx(bert["batch"] * bert["input_len"] / bert["end_to_end_s"])
+
+
+CPU_ONLY = """
+model m { layers = 2; hidden = 256; heads = 4; ffn = 4 * hidden; vocab = 1000; }
+workload w { batch = 1; input_len = 8; output_len = 2; }
+mapping p { strategy = default; }
+cpu host { cores = 4; peak { fp16 = 100 GFLOPS; } memory_bandwidth = 25.6 GB/s; }
+system s { processors = [host]; model = m; workload = w; mapping = p; }
+"""
+
+
+def test_a_system_without_a_memory_counts_its_weights_in_the_processor(tmp_path, capsys):
+    """No memory declared: the weights sit in the processor's own memory, and are counted there."""
+    path = tmp_path / "cpu_only.pim"
+    path.write_text(CPU_ONLY)
+    out = run_json(capsys, str(path))
+    model = load_spec(str(path))[0].systems["s"].model
+    assert out["memory_bytes"]["weights"] == model.weight_bytes > 0
+    assert out["memory_bytes"]["weights_by_region"] == {"host": model.weight_bytes}

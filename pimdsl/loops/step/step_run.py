@@ -35,7 +35,7 @@ from dataclasses import replace
 from ...graph.build import build_graph
 from ...graph.parallel import device_model, parallelism
 from ...ir.run_result import RunResult
-from ...ir.workload import System
+from ...ir.workload import DTYPE_BYTES, System
 from ...lowering.records import PimWork
 from ...passes.manager import PassManager
 from ...passes.program import Program
@@ -184,15 +184,19 @@ def _host_only_baseline(system: System, report: dict, fast: bool) -> dict:
 def memory_bytes(*programs: Program) -> dict:
     """Weights (every copy the programs allocated, by region), SMC buffers, KV cache and activations
     at their largest."""
-    copies = {}
+    copies, unplaced = {}, {}
     for program in programs:
         for _, attrs in program.ops():
             alloc = attrs.get("alloc")
             if alloc is not None:
                 copies[(alloc.region, alloc.offset_bytes)] = alloc
+            elif (op := attrs["op"]).weight:     # no memory declared: the processor's own memory holds it
+                unplaced[(attrs["device"], op.weight)] = math.ceil(op.weight_elements * DTYPE_BYTES[op.dtype])
     by_region: dict[str, int] = defaultdict(int)
     for alloc in copies.values():
         by_region[alloc.region or "memory"] += alloc.size_bytes
+    for (device, _), nbytes in unplaced.items():
+        by_region[device] += nbytes
     out = {"weights": sum(by_region.values()),
            "buffers": max(p.memory_bytes["buffers"] for p in programs),
            "kv_cache": max(p.memory_bytes["kv_cache"] for p in programs),
