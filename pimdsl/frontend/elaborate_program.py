@@ -17,8 +17,23 @@ from .diagnostics import Diagnostics, did_you_mean
 from .nodes import Node
 from .syntax import Assign, BinOp, Block, Call, Issue, Let, Neg, Num, Ref
 
-STATE_BUILTINS = ("row", "global_buffer", "host")
-RESULT_FIELDS = ("indices", "dims", "output", "value")   # host: where a dot returns its results
+STATE_BUILTINS = ("row", "global_buffer", "host")   # host: where a dot returns its results
+
+# The fields of a program's blocks (field -> (value, default)), as this module reads them: LANGUAGE.md's
+# field reference lists them beside the Reader-read blocks. A program's body holds `let`s, loops and issues.
+_EXPR = "an integer expression"
+SCHEMA = {
+    "pim_unit > program": {"rows": (_EXPR, "required with a layout"), "covers": ("list of op kinds", "none")},
+    "pim_unit > program > layout": {"indices": ("list of names", "required"), "dims": ("list of expressions", "none"),
+                                    "rows": (_EXPR, "none"),
+                                    **{f: (_EXPR + " of the indices", "0" if f not in ("row", "column", "lane")
+                                           else "required") for f in P.PLACE_FIELDS}},
+    "pim_unit > program > result": {"indices": ("list of names", "required"), "dims": ("list of expressions", "required"),
+                                    "output": (_EXPR + " of the indices, or `FILE(expression)`", "required"),
+                                    "value": ("a product of operands, or `softmax(INDEX, product)`", "required")},
+}
+RESULT_FIELDS = tuple(SCHEMA["pim_unit > program > result"])
+LAYOUT_FIELDS = tuple(SCHEMA["pim_unit > program > layout"])
 
 
 class _Skip(Exception):
@@ -274,7 +289,7 @@ class _Program:
             elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
                 name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
                 self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
-                                 did_you_mean(name, ("indices", "rows", "dims") + P.PLACE_FIELDS, "layout fields"))
+                                 did_you_mean(name, LAYOUT_FIELDS, "layout fields"))
         if not indices:
             self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
         missing = [f for f in ("row", "column", "lane") if f not in place]
