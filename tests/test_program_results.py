@@ -1,8 +1,7 @@
 """What a PIM program computes (`result { ... }`, LANGUAGE.md) and `pimc check --values` on every
 bundled program: the attention programs of NeuPIMs, L3 and Hermes checked against numpy like the GEMVs,
 a broken attention effect found at its program with the element and both values, the result's own
-mistakes located; and the lane-wise effects AiM declares (activation function, element-wise multiply
-and add) against values worked by hand.
+mistakes located; and AiM's activation function (effect `activation`) against values worked by hand.
 """
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from pimdsl.cli.check_values import parse_shape
 from pimdsl.cli.main import main
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.values.banks import NUMPY_DTYPES
-from pimdsl.interpreter.values.programs import ProgramExecutor, execute
-from pimdsl.ir.commands import Command
+from pimdsl.interpreter.values.programs import execute
 from pimdsl.loops.model_layers.numpy_forward import ACTIVATIONS
 
 from .conftest import ROOT
@@ -136,7 +134,7 @@ def test_shapes_name_every_dimension_of_an_op_class():
         parse_shape("kv=5,x=2")
 
 
-# ---- AiM's activation function and element-wise commands, by hand ------------------------------
+# ---- AiM's activation function, by hand ------------------------------
 @pytest.fixture(scope="module")
 def card():
     spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "aimx_card.pim"))
@@ -165,15 +163,3 @@ def test_an_activation_without_a_function_is_an_error(card):
     with pytest.raises(ProgramError, match="AF_ABK applies the activation function, but the values run was given none"):
         execute(card, card.pim.program("gemv"), {"n": 1, "k": 1, "m": 1}, {"weight": np.ones((1, 1))}, 1,
                 np.ones(1), params={"activation": 1})
-
-
-@pytest.mark.parametrize("name,want", [("EWMUL", [1.5, -4.0, 0.0]), ("EWADD", [2.5, 0.0, 3.0])])
-def test_element_wise_commands_by_hand(card, name, want):
-    """Burst 0 of row 0 of bank 0 = (1, -2, 3), global buffer word 0 = (1.5, 2, 0): their lane-wise product
-    (1.5, -4, 0) and sum (2.5, 0, 3) land in the bank's MAC register."""
-    dt = NUMPY_DTYPES["bf16"]
-    ex = ProgramExecutor(card, np.array([1.5, 2, 0], dt), 0)
-    ex.bank_rows(0, 0, 0).row(0, 0)[0, :3] = [1, -2, 3]
-    ex.execute(Command("WR_GB", data={"reg": 0, "input": 0}))
-    ex.execute(Command(name, data={"src": 0, "acc": 0}))
-    assert ex.entries("mac_reg", (0, 0, 0, 0))[0, :3].astype(float).tolist() == want

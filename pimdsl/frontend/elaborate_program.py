@@ -97,14 +97,9 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                            "reads one register file and writes [host]"),
             "activation": (len(c.reads) == 1 and c.reads[0] in files and len(c.writes) == 1 and c.writes[0] in files,
                            "reads one register file and writes one register file"),
-            "mul": ("row" in c.reads and len([s for s in c.reads if s != "row"]) == 1
-                    and len([s for s in c.writes if s in files]) == 1,
-                    "reads [row, <source>] and writes one register file"),
             "softmax": (len(c.reads) == 1 and c.reads[0] in ranked and c.writes == c.reads,
                         "reads and writes one register file placed per rank"),
-        }
-        need["add"] = need["mul"]
-        need = need[c.effect]
+        }[c.effect]
         if not need[0]:
             diags.error(f"command {c.name} has effect {c.effect}, which needs a command that {need[1]}",
                         c.span, f"declare e.g. reads/writes so that {c.name} {need[1]}")

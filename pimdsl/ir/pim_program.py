@@ -258,19 +258,17 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   accumulate reads = [<accumulators>], writes = [host]; per bank, lane l of the entry added into
 #             output + stride x mod(b, share) + l; the entry is cleared
 #   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
-# Lane-wise effects of a unit's own registers (AiM's activation function and element-wise commands):
+# A unit's activation function (AiM's AF_ABK):
 #   activation reads = [<file>], writes = [<file>]; per unit, entry acc of the written file = the
 #             activation function of entry acc of the read one, lane by lane (the read entry cleared
 #             when the two differ)
-#   mul, add  reads = [row, <source>], writes = [<file>]; per bank, entry acc = row burst `column`
-#             times (plus) entry src of the source, lane by lane
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
            "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
            "dot_acc": ("src", "acc"),
            "group_dot": ("src", "k", "output", "stride", "group", "step"),
            "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
            "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n"),
-           "activation": ("acc",), "mul": ("src", "acc"), "add": ("src", "acc")}
+           "activation": ("acc",)}
 
 # The shape names of each op class a program may be written for.
 OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),

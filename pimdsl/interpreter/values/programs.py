@@ -41,14 +41,12 @@ its rank, in bank order:
   softmax   elements `src` .. `src + n - 1` of the rank file: exp(x - max) in float32, summed in
             float32 in order, each divided by the sum and rounded to the datatype
 
-A unit's own lane-wise commands (AiM's activation function and element-wise commands):
+A unit's activation function (AiM's AF_ABK):
 
   activation per unit: entry `acc` of the file it writes = the activation function (the executor's
             `activation`, the one the unit's lookup table holds) of entry `acc` of the file it reads,
             lane by lane in float32, rounded to the datatype; the read entry is cleared when the two
             files differ (the MAC register is free for the next output)
-  mul, add  per bank: entry `acc` = row burst `column` times (plus) source[src], lane by lane, rounded
-            to the datatype
 
 A command of scope `channel` acts on the banks of every rank of its channel.
 
@@ -165,14 +163,6 @@ class ProgramExecutor:
                 total = adder_tree_dot(burst, self.entries(src, units(b))[a["src"]], self.lanes).astype(self.dt)
                 entry = self.entries(acc, units(b))
                 entry[a["acc"], 0] = (entry[a["acc"], 0].astype(np.float32) + total.astype(np.float32)).astype(self.dt)
-        elif decl.effect in ("mul", "add"):
-            src = next(s for s in decl.reads if s != "row")
-            dst = next(s for s in decl.writes if s != "row")
-            op = np.multiply if decl.effect == "mul" else np.add
-            for b in banks:
-                burst = rows.row(b, c.row)[c.column].astype(np.float32)
-                self.entries(dst, units(b))[a["acc"]] = op(burst, self.entries(src, units(b))[a["src"]]
-                                                           .astype(np.float32)).astype(self.dt)
         elif decl.effect == "activation":
             if self.activation is None:
                 raise ProgramError(f"{name} applies the activation function, but the values run was given none",
