@@ -25,7 +25,7 @@ import numpy as np
 from ..interpreter.values.banks import NUMPY_DTYPES
 from ..interpreter.values.programs import execute
 from ..ir.errors import PimdslError
-from ..ir.pim_program import OP_SHAPES, evaluate
+from ..ir.pim_program import OP_SHAPES, Name, evaluate
 from ..loops.model_layers.numpy_forward import ACTIVATIONS
 from ..lowering.pim_program import check, environment, layout_problem
 
@@ -112,9 +112,8 @@ def _one(memory, program, shape: dict, seed: int, where: str, diags, function=No
         env = environment(memory, program, shape, 0, 0, params)
         dims = {o.name: tuple(evaluate(d, env) for d in program.layout(o.name).dims or ())
                 for o in res.operands if program.layout(o.name) is not None}
-        problem = next((layout_problem(memory, program, shape, t, d) for t, d in dims.items()
-                        if layout_problem(memory, program, shape, t, d)), None) or next(
-            (p.message for p in check(memory, program, shape)), None)
+        problems = [layout_problem(memory, program, shape, t, d) for t, d in dims.items()]
+        problem = next((p for p in problems if p), None) or next((p.message for p in check(memory, program, shape)), None)
         if problem:
             diags.error(f"{at} cannot run: {problem}", program.span,
                         "check --values runs the program at this shape; fix the layout or the tiles")
@@ -123,8 +122,11 @@ def _one(memory, program, shape: dict, seed: int, where: str, diags, function=No
         ex = execute(memory, program, shape, exact.tensors, int(output.max()) + 1 if res.into is None else 0,
                      exact.x, channels=None if any("channel" in program.layout(t).place for t in dims) else 1,
                      params=params, activation=ACTIVATIONS.get(function), files=exact.files)
-        got = ex.y[output] if res.into is None else np.array(
-            [(lambda f, i: f[i])(*ex.file_element(res.into, int(e))) for e in output.reshape(-1)]).reshape(output.shape)
+        if res.into is None:
+            got = ex.y[output]
+        else:                                  # the elements the program left in a rank file
+            got = np.array([flat[i] for flat, i in (ex.file_element(res.into, int(e)) for e in output.reshape(-1))],
+                           np.float64).reshape(output.shape)
     except PimdslError as exc:
         diags.error(f"{at}: {exc.message}", exc.span or program.span, exc.hint)
         return False
@@ -160,14 +162,13 @@ def _numpy(memory, program, shape: dict, env: dict, dims: dict, seed: int):
     rng = np.random.default_rng([seed, *shape.values()])
     extents = {i: evaluate(d, env) for i, d in zip(res.indices, res.dims)}
     for o in res.operands:
-        layout = program.layout(o.name)
         for a, d in zip(o.args, dims.get(o.name, ())):
-            if a.__class__.__name__ == "Name" and a.name not in env and a.name not in extents:
+            if isinstance(a, Name) and a.name not in env and a.name not in extents:
                 extents[a.name] = d                                       # a summed index
     names = list(extents)
     grids = np.meshgrid(*(np.arange(extents[n], dtype=np.int64) for n in names), indexing="ij")
     genv = {**env, **dict(zip(names, grids))}
-    product, magnitude = np.ones(grids[0].shape if grids else (), np.float64), None
+    product = np.ones(grids[0].shape if grids else (), np.float64)
     for o in res.operands:
         idx = [np.broadcast_to(np.asarray(evaluate(a, genv)), product.shape) for a in o.args]
         if o.name in dims:
@@ -195,7 +196,8 @@ def _numpy(memory, program, shape: dict, env: dict, dims: dict, seed: int):
         e = np.exp(out.value - out.value.max(axis=axis, keepdims=True))
         out.value = e / e.sum(axis=axis, keepdims=True)
         tolerance = out.value * (2 * tolerance.max(axis=axis, keepdims=True) + 4 * out.eps) + 1e-6
-    output = np.broadcast_to(np.asarray(evaluate(res.output, {**env, **dict(zip(names, (g[(Ellipsis,) + (0,) * len(summed)] for g in grids)))})),
+    first = (Ellipsis,) + (0,) * len(summed)                   # the result's indices alone
+    output = np.broadcast_to(np.asarray(evaluate(res.output, {**env, **{n: g[first] for n, g in zip(names, grids)}})),
                              out.value.shape)
     if output.size and (output.min() < 0 or np.unique(output).size != output.size):
         raise PimdslError("the result's `output` puts two elements at one place, or one before 0", res.span)
