@@ -31,6 +31,11 @@ def test_every_attention_program_is_checked(capsys):
         for op in ("attn_score", "attn_context"):
             assert (f"program {op} of unit '{unit}' (memory {memory}): values equal numpy at kv=1,heads=1,head_dim=64, "
                     "kv=37,heads=3,head_dim=64, kv=600,heads=2,head_dim=128, kv=70,heads=2,head_dim=128") in out
+    # Hermes' NDP_SOFTMAX changes no state the executor models: its result is the scores, and it says so
+    assert "(memory hermes_ndp_dimm): values equal numpy at kv=1,heads=1,head_dim=64, kv=37,heads=3,head_dim=64, " \
+           "kv=600,heads=2,head_dim=128, kv=70,heads=2,head_dim=128; it covers softmax by a command that changes no " \
+           "state the values executor models: its result is the values before that" in out
+    assert out.count("changes no state") == 1
 
 
 def _broken_neupims(tmp_path, old, new):
