@@ -89,7 +89,7 @@ def test_decode_step_aim_time_is_the_sum_of_hand_counts_plus_refresh(capsys):
     assert by_hand <= pim["cycles"] <= by_hand * 1.11
     assert pim["refreshes"] > 0
     # the activation after each gate projection is done by the AiM (covered), not by the host
-    assert pim["command_counts"]["af_abk.AF_ABK"] == 32 * 22
+    assert pim["command_counts"]["activation.AF_ABK"] == 32 * 22
 
 
 def reference(w: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -157,7 +157,7 @@ def test_an_activation_left_on_the_host_is_not_covered(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", str(path), "--json", "--set", "workload.output_len=2"]) == 0
     counts = json.loads(capsys.readouterr().out)["pim"]["command_counts"]
-    assert "af_abk.AF_ABK" not in counts and counts["reduce.RD_MAC"] > 0
+    assert "activation.AF_ABK" not in counts and counts["reduce.RD_MAC"] > 0
 
 
 def test_check_values_passes_on_the_aim_program(capsys):
@@ -178,8 +178,8 @@ def test_check_values_finds_a_broken_effect_and_locates_it(tmp_path, capsys):
     assert main(["check", "--values", str(tmp_path / "card.pim")]) == 1
     err = capsys.readouterr().err
     line = next(i for i, l in enumerate(unit.splitlines(), 1) if l.strip().startswith("program gemv"))
-    assert f"aim.pim:{line}:3: error: program gemv of unit 'aim' (memory m) at 37 x 100 (seed 0): output " in err
-    assert "by the program, numpy gives" in err and "tolerance" in err
+    assert f"aim.pim:{line}:3: error: program gemv of unit 'aim' (memory m) at 37x100 (seed 0): element (o=" in err
+    assert "), output " in err and "by the program, numpy gives" in err and "tolerance" in err
 
 
 def test_check_values_rejects_a_bad_shape(capsys):

@@ -218,5 +218,5 @@ def test_a_layout_that_does_not_cover_the_weight_is_reported_at_check(tmp_path, 
     (tmp_path / "system.pim").write_text(SYSTEM.read_text())
     assert main(["check", str(tmp_path / "system.pim")]) == 1
     err = capsys.readouterr().err
-    assert "gbmac.pim:40:5: error: decode step: op L0.q_proj: the layout does not cover its 256 x 256 weight" in err
+    assert "gbmac.pim:42:5: error: decode step: op L0.q_proj: the layout does not cover its 256 x 256 weight" in err
     assert "places of weight hold more than one element" in err

@@ -132,7 +132,7 @@ def test_a_model_that_no_longer_fits_names_the_set(capsys):
     assert "--set memory.s24_lpddr5x.channels=2:1:1: error: this --set changed the room of region 'pim_weights' " \
            "of memory 's24_lpddr5x': weight L14.gate_proj (48.0 MiB) does not fit in pim_weights" in err
     assert "memory.s24_lpddr5x.channels=2\n    ^^^" in err
-    assert "galaxy_s24p.pim:242:3: error: weight" in err and "Traceback" not in err
+    assert "galaxy_s24p.pim:245:3: error: weight" in err and "Traceback" not in err
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ step loop runs, every pass over the first prefill and decode steps (an op placed
 program for it, a layout that does not cover a weight, weights that do not fit their memory, data
 crossing memories with no link). `--strict` makes every
 warning an error (CI runs it over the bundled specs). `--values [--shape n=N,k=K]` runs every declared
-gemv program on random inputs against numpy (check_values.py).
+PIM program on random inputs against numpy, by the `result` it declares (check_values.py).
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def add_parser(sub) -> None:
     p.add_argument("--no-warnings", action="store_true", help="print errors only")
     p.add_argument("--strict", action="store_true", help="treat every warning as an error")
     p.add_argument("--values", action="store_true",
-                   help="run every declared gemv program on random inputs and compare with numpy")
-    p.add_argument("--shape", action="append", default=[], metavar="n=N,k=K",
+                   help="run every declared PIM program on random inputs and compare with numpy")
+    p.add_argument("--shape", action="append", default=[], metavar="n=N,k=K|kv=N,heads=H,head_dim=D",
                    help="with --values: a shape to run besides the small default ones (repeatable)")
     add_allow_outside(p)
 

@@ -19,6 +19,22 @@ from .syntax import Assign, BinOp, Block, Call, Issue, Let, Neg, Num, Ref
 
 STATE_BUILTINS = ("row", "global_buffer", "host")   # host: where a dot returns its results
 
+# The fields of a program's blocks (field -> (value, default)), as this module reads them: LANGUAGE.md's
+# field reference lists them beside the Reader-read blocks. A program's body holds `let`s, loops and issues.
+_EXPR = "an integer expression"
+SCHEMA = {
+    "pim_unit > program": {"rows": (_EXPR, "required with a layout"), "covers": ("list of op kinds", "none")},
+    "pim_unit > program > layout": {"indices": ("list of names", "required"), "dims": ("list of expressions", "none"),
+                                    "rows": (_EXPR, "none"),
+                                    **{f: (_EXPR + " of the indices", "0" if f not in ("row", "column", "lane")
+                                           else "required") for f in P.PLACE_FIELDS}},
+    "pim_unit > program > result": {"indices": ("list of names", "required"), "dims": ("list of expressions", "required"),
+                                    "output": (_EXPR + " of the indices, or `FILE(expression)`", "required"),
+                                    "value": ("a product of operands, or `softmax(INDEX, product)`", "required")},
+}
+RESULT_FIELDS = tuple(SCHEMA["pim_unit > program > result"])
+LAYOUT_FIELDS = tuple(SCHEMA["pim_unit > program > layout"])
+
 
 class _Skip(Exception):
     """A statement already reported; elaboration goes on with the next."""
@@ -79,6 +95,8 @@ def _check_effects(unit: PimUnit, diags: Diagnostics) -> None:
                        "reads one register file and writes [host] or a register file placed per rank"),
             "accumulate": (len(c.reads) == 1 and c.reads[0] in files and c.writes == ("host",),
                            "reads one register file and writes [host]"),
+            "activation": (len(c.reads) == 1 and c.reads[0] in files and len(c.writes) == 1 and c.writes[0] in files,
+                           "reads one register file and writes one register file"),
             "softmax": (len(c.reads) == 1 and c.reads[0] in ranked and c.writes == c.reads,
                         "reads and writes one register file placed per rank"),
         }[c.effect]
@@ -100,7 +118,7 @@ class _Program:
                              did_you_mean(node.name or "", P.OP_SHAPES, "op classes"))
             return None
         scope = set(P.CONSTANTS) | set(P.OP_SHAPES[node.name]) | set(self.files)
-        lets, layouts, rows, body, covers = [], [], None, [], ()
+        lets, layouts, rows, body, covers, results = [], [], None, [], (), []
         for stmt in node.body:
             try:
                 if isinstance(stmt, Let):
@@ -113,6 +131,8 @@ class _Program:
                     covers = self.covers(stmt)
                 elif isinstance(stmt, Block) and stmt.kind == "layout":
                     layouts.append(self.layout(stmt, scope))
+                elif isinstance(stmt, Block) and stmt.kind == "result":
+                    results.append((stmt, scope))
                 else:
                     body.extend(self.statements((stmt,), scope))
             except _Skip:
@@ -121,7 +141,16 @@ class _Program:
             self.diags.error(f"program {node.name} lays out a tensor but does not say how many rows it takes",
                              node.span, "add `rows = <row indices the op takes in every bank>;`")
         self.check_covered(covers, body)
-        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span, covers)
+        result = None
+        for i, (stmt, at) in enumerate(results):
+            if i:
+                self.diags.error(f"program {node.name} says its result twice", stmt.span, "keep one `result { ... }`")
+                continue
+            try:
+                result = self.result(stmt, at, layouts, {n.name for n in lets})
+            except _Skip:
+                pass
+        return P.PimProgram(node.name, tuple(lets), tuple(body), tuple(layouts), rows, node.span, covers, result)
 
     def check_covered(self, covers: tuple[str, ...], body: list) -> None:
         """A covered kind must be something the unit does: a command of the program with that effect
@@ -181,7 +210,7 @@ class _Program:
                     self.diags.error(f"a {what} cannot appear in a program's body", stmt.span,
                                      "a program holds `let`s, `for VAR[COUNT] { ... }` loops and command "
                                      "issues `NAME(arg = expr, ...);`, and at its top `rows = ...;` and "
-                                     "`layout TENSOR { ... }`")
+                                     "`layout TENSOR { ... }` and `result { ... }`")
             except _Skip:
                 continue
         return out
@@ -255,7 +284,7 @@ class _Program:
             elif not (isinstance(stmt, Assign) and stmt.name == "indices"):
                 name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
                 self.diags.error(f"'{name}' is not a field of a layout", stmt.span,
-                                 did_you_mean(name, ("indices", "rows", "dims") + P.PLACE_FIELDS, "layout fields"))
+                                 did_you_mean(name, LAYOUT_FIELDS, "layout fields"))
         if not indices:
             self.diags.error(f"layout {block.name} does not name its indices", block.span, "add `indices = [o, i];`")
         missing = [f for f in ("row", "column", "lane") if f not in place]
@@ -263,6 +292,85 @@ class _Program:
             self.diags.error(f"layout {block.name} does not say the {', '.join(missing)} of an element", block.span,
                              "a layout gives row, column (burst) and lane, and optionally channel, rank and bank")
         return P.Layout(block.name or "?", indices, place, rows, block.span, dims)
+
+    def result(self, block: Block, scope: set, layouts: list, params: set) -> P.Result:
+        """`result { indices; dims; output; value; let ...; }`: what the program computes, for
+        `pimc check --values` (LANGUAGE.md). The value is a product of operands, each a laid-out
+        tensor, `input` or a register file placed per rank, optionally `softmax(INDEX, product)`."""
+        fields, lets = {}, []
+        for stmt in block.body:
+            if isinstance(stmt, Let) and stmt.name in params:
+                lets.append((stmt.name, self.expr(stmt.expr, scope)))
+            elif isinstance(stmt, Let):
+                self.diags.error(f"'{stmt.name}' is not a parameter of program {self.node.name}", stmt.span,
+                                 did_you_mean(stmt.name, sorted(params), "its top-level lets"))
+            elif isinstance(stmt, Assign) and stmt.name in RESULT_FIELDS:
+                fields[stmt.name] = stmt
+            else:
+                name = getattr(stmt, "name", None) or getattr(stmt, "kind", "?")
+                self.diags.error(f"'{name}' is not a field of a result", stmt.span,
+                                 did_you_mean(name, RESULT_FIELDS, "result fields") + "; or `let PARAMETER = ...;`")
+        missing = [f for f in RESULT_FIELDS if f not in fields]
+        if missing:
+            self.diags.error(f"the result of program {self.node.name} does not give {', '.join(missing)}", block.span,
+                             "write e.g. `result { indices = [o]; dims = [n]; output = o; "
+                             "value = weight(o, i) * input(i); }`")
+            raise _Skip
+        items = getattr(fields["indices"].expr, "items", None)
+        if items is None or not all(isinstance(i, Ref) and len(i.parts) == 1 for i in items):
+            self.diags.error("`indices` is a list of names, one per dimension of the result", fields["indices"].span,
+                             "write e.g. `indices = [h, t];`")
+            raise _Skip
+        indices = tuple(i.parts[0] for i in items)
+        dims = getattr(fields["dims"].expr, "items", None)
+        if dims is None or len(dims) != len(indices):
+            self.diags.error(f"`dims` gives one extent per index ({len(indices)})", fields["dims"].span,
+                             "write e.g. `dims = [all_heads, kv];`")
+            raise _Skip
+        dims = tuple(self.expr(d, scope) for d in dims)
+        tensors = {l.tensor: l for l in layouts}
+        ranked = {rf.name for rf in self.unit.register_files if rf.placement == "rank"}
+        value, softmax = fields["value"].expr, None
+        if isinstance(value, Call) and value.name == "softmax":
+            if len(value.args) != 2 or not (isinstance(value.args[0], Ref) and value.args[0].dotted in indices):
+                self.diags.error("softmax takes an index of the result and a product", value.span,
+                                 f"write e.g. `softmax({indices[-1]}, key(t, h, d) * query(h, d))`")
+                raise _Skip
+            softmax, value = value.args[0].dotted, value.args[1]
+        factors = []
+        def collect(e):
+            if isinstance(e, BinOp) and e.op == "*":
+                collect(e.left)
+                collect(e.right)
+            else:
+                factors.append(e)
+        collect(value)
+        known = sorted(tensors) + ["input"] + sorted(ranked)
+        for f in factors:
+            if not isinstance(f, Call) or f.name not in known:
+                self.diags.error("a result's value is a product of operands", getattr(f, "span", fields["value"].span),
+                                 f"an operand is a laid-out tensor at its indices, `input(ELEMENT)` or a register file "
+                                 f"placed per rank at one element: here {', '.join(known)}")
+                raise _Skip
+            want = len(tensors[f.name].indices) if f.name in tensors else 1
+            if len(f.args) != want:
+                self.diags.error(f"{f.name} takes {want} index expression(s), not {len(f.args)}", f.span)
+                raise _Skip
+        # the summed indices: names a tensor operand is indexed by that are not otherwise in scope
+        inner = scope | set(indices) | {a.dotted for f in factors if f.name in tensors for a in f.args
+                                        if isinstance(a, Ref) and len(a.parts) == 1}
+        operands = [P.Operand(f.name, tuple(self.expr(a, inner) for a in f.args), f.span) for f in factors]
+        used = set().union(*(P.names_in(a) for o in operands for a in o.args)) - scope
+        for name in sorted(used - set(indices)):      # a summed index needs an extent: a tensor's dims
+            if not any(o.name in tensors and tensors[o.name].dims and P.Name(name, None) in o.args for o in operands):
+                self.diags.error(f"the result sums over '{name}', but no operand gives its extent", fields["value"].span,
+                                 f"use {name} as an index of a laid-out tensor whose layout gives `dims`")
+                raise _Skip
+        output, into = fields["output"].expr, None
+        if isinstance(output, Call) and output.name in ranked and len(output.args) == 1:
+            into, output = output.name, output.args[0]
+        return P.Result(indices, dims, self.expr(output, scope | set(indices)), into, tuple(operands), softmax,
+                        tuple(lets), block.span)
 
     # ---- expressions ----------------------------------------------------------
     def expr(self, e, scope: set) -> P.Expr:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..ir import units as U
 from . import reader as R
+from .elaborate_program import SCHEMA
 from .pipeline import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -191,6 +192,14 @@ MEANINGS = {
         "row_buffers": "one row buffer shared with the host, or a PIM buffer of its own",
         "simd_width": "SIMD width (lanes = width / dtype)",
     },
+    "program": {"covers": "op kinds right after it that it performs too", "rows": "row indices the op takes in every bank"},
+    "layout": {"bank": "bank (flat within the rank)", "channel": "channel", "column": "burst of the row", "dims": "extent per index",
+               "indices": "one name per dimension of the tensor", "lane": "element within the burst",
+               "pseudo_channel": "pseudo-channel", "rank": "rank", "row": "row",
+               "rows": "row indices the tensor spans in every bank (padding included)"},
+    "result": {"dims": "extent per index", "indices": "one name per dimension of the result",
+               "output": "the host's output element it lands in (or an element of a rank file)",
+               "value": "what the element is: its operands' product, summed over their other indices (`pimc check --values`)"},
     "register_file": {"count": "registers", "placement": "where the file sits (default: with the unit)", "width": "width of one register"},
     "system": {"links": "links between its memories and devices", "mapping": "the mapping policy", "memories": "its memories",
                "model": "the model it runs", "processors": "its host processors", "storage": "devices the weights are read from",
@@ -267,6 +276,9 @@ def reference(files=None) -> str:
     with recording() as seen:
         for path in files or spec_files():
             load_spec(path)
+    for kind, fields in SCHEMA.items():          # a program's blocks are read by elaborate_program itself
+        for field, noted in fields.items():
+            seen[kind][field].add(noted)
     out = []
     for kind in sorted(seen):
         out += [f"**`{kind}`**", "", "| field | value | default | meaning |", "|---|---|---|---|"]

@@ -188,6 +188,33 @@ class Layout:
 
 
 @dataclass(frozen=True)
+class Operand:
+    """One factor of a result's value: a laid-out tensor at one index expression per dimension,
+    `input` (the op's input vector) at one element, or a register file placed per rank at one
+    element (entry x lanes + lane)."""
+    name: str
+    args: tuple                   # Exprs over the program's names and the result's indices
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a program computes (`result { ... }`, LANGUAGE.md), for `pimc check --values`: element
+    `indices` (extents `dims`) is the product of `operands` summed over every other index they use
+    (as einsum does), then softmax over the index `softmax` when given; the host receives it at
+    output `output`, or, with `into`, it stays at element `output` of that register file. `lets`
+    set the program's parameters for the check (`vectors = 1`: the vectors copied in by the program)."""
+    indices: tuple[str, ...]
+    dims: tuple                   # Exprs, one per index
+    output: Expr
+    into: str | None
+    operands: tuple[Operand, ...]
+    softmax: str | None
+    lets: tuple[tuple[str, Expr], ...]
+    span: Span = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class PimProgram:
     op_class: str
     lets: tuple[Let, ...]         # the program's constants, before its body
@@ -198,6 +225,7 @@ class PimProgram:
     # op kinds that directly follow this op class and that the program performs as well (`covers =
     # [softmax];`): such an op placed on the unit is absorbed by it, not run again (passes/tiling.py)
     covers: tuple[str, ...] = field(default=(), metadata={"json": "omit_default"})
+    result: Result | None = field(default=None, metadata={"json": "omit_default"})
 
     def layout(self, tensor: str) -> Layout | None:
         return next((l for l in self.layouts if l.tensor == tensor), None)
@@ -230,12 +258,17 @@ PLACE_FIELDS = ("channel", "pseudo_channel", "rank", "bank", "row", "column", "l
 #   accumulate reads = [<accumulators>], writes = [host]; per bank, lane l of the entry added into
 #             output + stride x mod(b, share) + l; the entry is cleared
 #   softmax   reads = [<file>], writes = [<file>]; elements src .. src + n - 1 replaced by their softmax
+# A unit's activation function (AiM's AF_ABK):
+#   activation reads = [<file>], writes = [<file>]; per unit, entry acc of the written file = the
+#             activation function of entry acc of the read one, lane by lane (the read entry cleared
+#             when the two differ)
 EFFECTS = {"none": (), "load": ("reg", "input"), "mac": ("src", "acc"), "store": ("acc",),
            "readback": ("output",), "copy": ("reg",), "dot": ("src", "k", "output", "stride"),
            "dot_acc": ("src", "acc"),
            "group_dot": ("src", "k", "output", "stride", "group", "step"),
            "scale": ("src", "acc", "share"), "reduce": ("acc", "output", "stride"),
-           "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n")}
+           "accumulate": ("acc", "output", "stride", "share"), "softmax": ("src", "n"),
+           "activation": ("acc",)}
 
 # The shape names of each op class a program may be written for.
 OP_SHAPES = {"gemv": ("n", "k", "m"), "gemm": ("n", "k", "m"),

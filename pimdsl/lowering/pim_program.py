@@ -427,7 +427,7 @@ def check(memory: Memory, program: PimProgram, shape: dict) -> list[ProgramError
             src = [s for s in decl.reads if s != "row"]
             dst = [s for s in decl.writes if s != "row"]
             state = {"reg": dst[:1], "src": src[:1],
-                     "acc": (dst if decl.effect in ("mac", "scale", "dot_acc") else src)[:1]}
+                     "acc": (dst if decl.effect in ("mac", "scale", "dot_acc", "activation") else src)[:1]}
             if decl.effect == "reduce":
                 state["output"] = [s for s in dst if s != "host"]
         values = {name: evaluate(e, env) for name, e in stmt.args}

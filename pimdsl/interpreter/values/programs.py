@@ -41,6 +41,13 @@ its rank, in bank order:
   softmax   elements `src` .. `src + n - 1` of the rank file: exp(x - max) in float32, summed in
             float32 in order, each divided by the sum and rounded to the datatype
 
+A unit's activation function (AiM's AF_ABK):
+
+  activation per unit: entry `acc` of the file it writes = the activation function (the executor's
+            `activation`, the one the unit's lookup table holds) of entry `acc` of the file it reads,
+            lane by lane in float32, rounded to the datatype; the read entry is cleared when the two
+            files differ (the MAC register is free for the next output)
+
 A command of scope `channel` acts on the banks of every rank of its channel.
 
 Commands of effect `none` (activations, precharges, mode changes) change no
@@ -51,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.hardware import Memory
-from ...ir.pim_program import PimProgram, evaluate
+from ...ir.pim_program import PimProgram, ProgramError, evaluate
 from ...lowering.pim_program import constants, environment, expand
 from ...lowering.stream import unroll
 from ...ir.commands import Command
@@ -63,7 +70,8 @@ _UNIT_OF = {"bank": lambda b, bpg: b, "bank_pair": lambda b, bpg: b // 2,
 
 
 class ProgramExecutor:
-    def __init__(self, memory: Memory, x: np.ndarray | None = None, outputs: int = 0):
+    def __init__(self, memory: Memory, x: np.ndarray | None = None, outputs: int = 0, activation=None):
+        self.activation = activation            # a function of a float32 array (effect `activation`)
         self.memory, self.org, pim = memory, memory.organization, memory.pim
         self.dt = NUMPY_DTYPES[pim.dtype]
         self.lanes = pim.lanes
@@ -89,6 +97,14 @@ class ProgramExecutor:
             count = constants(self.memory)["global_buffer"] if name == "global_buffer" else self.files[name]
             self.state[key] = np.zeros((count, self.lanes), dtype=self.dt)
         return self.state[key]
+
+    def file_element(self, name: str, element: int) -> tuple[np.ndarray, int]:
+        """(the flat file of one rank, the index in it) of element `element` of a register file placed
+        per rank, channel 0's ranks numbered on: rank x entries x lanes + entry x lanes + lane."""
+        per_rank = self.files[name] * self.lanes
+        if not 0 <= element < per_rank * self.org.ranks:
+            raise ProgramError(f"element {element} of {name} is outside its 0..{per_rank * self.org.ranks - 1}", None)
+        return self.entries(name, (0, 0, element // per_rank)).reshape(-1), element % per_rank
 
     def _banks(self, decl, c: Command) -> list[tuple[int, int]]:
         """(rank, flat bank within the rank) of every bank the command acts on."""
@@ -147,6 +163,16 @@ class ProgramExecutor:
                 total = adder_tree_dot(burst, self.entries(src, units(b))[a["src"]], self.lanes).astype(self.dt)
                 entry = self.entries(acc, units(b))
                 entry[a["acc"], 0] = (entry[a["acc"], 0].astype(np.float32) + total.astype(np.float32)).astype(self.dt)
+        elif decl.effect == "activation":
+            if self.activation is None:
+                raise ProgramError(f"{name} applies the activation function, but the values run was given none",
+                                   None, "pass the function the unit's table holds (`activation=`)")
+            src, dst = decl.reads[0], decl.writes[0]
+            for key in {units(b) for b in banks}:
+                value = self.entries(src, key)[a["acc"]].astype(np.float32)
+                self.entries(dst, key)[a["acc"]] = np.asarray(self.activation(value), np.float32).astype(self.dt)
+                if src != dst:
+                    self.entries(src, key)[a["acc"]] = 0
         elif decl.effect == "store":
             acc = next(s for s in decl.reads if s != "row")
             for b in banks:
@@ -256,10 +282,10 @@ def adder_tree_dot(a: np.ndarray, b: np.ndarray, lanes: int) -> np.ndarray:
 
 
 def place(ex: ProgramExecutor, program: PimProgram, shape: dict, tensor: str, w: np.ndarray,
-          first_row: int = 0) -> None:
+          first_row: int = 0, params: dict | None = None) -> None:
     """Write `w` into the banks where the program's layout of `tensor` puts each element."""
     layout = program.layout(tensor)
-    env = environment(ex.memory, program, shape, 0, first_row)
+    env = environment(ex.memory, program, shape, 0, first_row, params)
     grids = np.meshgrid(*(np.arange(d, dtype=np.int64) for d in w.shape), indexing="ij")
     env.update(dict(zip(layout.indices, grids)))
     at = {f: np.broadcast_to(np.asarray(evaluate(layout.place[f], env) if f in layout.place else 0), w.shape)
@@ -283,18 +309,31 @@ def place(ex: ProgramExecutor, program: PimProgram, shape: dict, tensor: str, w:
         target.reshape(-1)[flat[last]] = values[idx[last]]
 
 
+def execute(memory: Memory, program: PimProgram, shape: dict, tensors: dict[str, np.ndarray], outputs: int,
+            x: np.ndarray | None = None, first_row: int = 0, channels: int | None = None,
+            params: dict | None = None, activation=None, files: dict | None = None) -> ProgramExecutor:
+    """Place each tensor by the program's layout and each of `files` (register file placed per rank ->
+    {element: value}, elements of channel 0 numbered rank x entries x lanes + entry x lanes + lane),
+    run the program's commands on the first `channels` channels (all by default): the executor after."""
+    ex = ProgramExecutor(memory, x, outputs, activation)
+    for name, value in tensors.items():
+        place(ex, program, shape, name, value, first_row, params)
+    for name, elements in (files or {}).items():
+        for element, value in elements.items():
+            flat, at = ex.file_element(name, element)
+            flat[at] = value
+    for channel in range(memory.organization.channels if channels is None else channels):
+        for c in unroll(expand(memory, program, shape, channel, first_row, values=True, params=params)):
+            ex.execute(c)
+    return ex
+
+
 def run(memory: Memory, program: PimProgram, shape: dict, tensors: dict[str, np.ndarray], outputs: int,
         x: np.ndarray | None = None, first_row: int = 0, channels: int | None = None,
         params: dict | None = None) -> np.ndarray:
     """Place each tensor by the program's layout, run the program's commands on the first
     `channels` channels (all by default) and return the outputs the host collected."""
-    ex = ProgramExecutor(memory, x, outputs)
-    for name, value in tensors.items():
-        place(ex, program, shape, name, value, first_row)
-    for channel in range(memory.organization.channels if channels is None else channels):
-        for c in unroll(expand(memory, program, shape, channel, first_row, values=True, params=params)):
-            ex.execute(c)
-    return ex.y
+    return execute(memory, program, shape, tensors, outputs, x, first_row, channels, params).y
 
 
 def run_gemv(memory: Memory, program: PimProgram, w: np.ndarray, x: np.ndarray, first_row: int = 0) -> np.ndarray:
