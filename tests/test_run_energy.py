@@ -32,15 +32,24 @@ def test_processor_energy_is_declared_power_over_busy_time():
     assert "nvlink_fabric" in e["not_counted"].split(", ")          # a resource the energy model cannot attribute
 
 
-def test_a_system_without_declared_power_reports_no_power():
+def test_a_resource_without_declared_power_is_listed_not_counted():
     system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
+    # the phone's CPU declares no power; its LPDDR5X (the assumed LPDDR4 currents, lpddr5.pim) is
+    # counted at precharge standby: 4 channels x 2 ranks x 1.2 V x 34 mA, no report of PIM commands
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
-    assert out["energy_j"]["total"] == 0 and out["energy_j"]["by_resource"] == {}
-    assert out["average_power_w"] is None and out["energy_per_token_j"] is None
-    assert {"cpu:s24_cpu", "memory:s24_lpddr5x"} <= set(out["energy_j"]["not_counted"].split(", "))
+    e = out["energy_j"]
+    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
+    assert {"cpu:s24_cpu", "PIM command energy of s24_lpddr5x", "host DRAM accesses", "links"} <= set(
+        e["not_counted"].split(", "))
+    assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
 
 
-def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
+# HBM2 per pseudo-channel (hbm2.pim), 1 ns: pJ of one ACT 1.2 x (32.5 x 48 - (27.5 x 33 + 20 x 15)),
+# of one RD burst 1.2 x (195 - 27.5) x 2, of a WR 1.2 x (250 - 27.5) x 2, of a REF 1.2 x (125 - 27.5) x 350
+ACT, RD, WR, REF = 408.0, 402.0, 534.0, 40_950.0
+
+
+def test_pimc_run_json_reports_dram_standby_and_pim_commands_of_a_pim_memory():
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -48,8 +57,17 @@ def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
     # busy the whole run: every rank of the 64 pseudo-channels x 2 ranks at active standby,
     # 1.2 V x 27.5 mA (HBM2's per-pseudo-channel IDD3N)
     power = 64 * 2 * 1.2 * 0.0275
-    assert report["average_power_w"] == pytest.approx(power)
-    assert report["energy_j"]["total"] == pytest.approx(power * report["end_to_end_s"])
+    e = report["energy_j"]
+    assert e["by_component"]["dram_standby"] == pytest.approx(power * report["end_to_end_s"])
+    # the op's commands on one channel, by hand: MAC reads and drain writes reach 8 banks each, so
+    # each is 4 reads' bursts (the all-bank compute model); the other RD/WR one burst; ACT one bank
+    c = report["pim"]["command_counts"]
+    compute = (c["mac.RD"] + c["store.WR"]) * 4 * RD
+    reads = (c["park_rd.RD"] + c["readback.RD"]) * RD
+    writes = sum(n for k, n in c.items() if k.endswith(".WR") and k != "store.WR") * WR
+    one_channel = compute + reads + writes + c["act.ACT"] * ACT + report["pim"]["refreshes"] * REF
+    assert e["by_component"]["pim_commands"] == pytest.approx(64 * one_channel * 1e-12)
+    assert e["total"] == pytest.approx(power * report["end_to_end_s"] + 64 * one_channel * 1e-12)
     assert "tokens_per_s" not in report and "energy_per_token_j" not in report    # one op: no tokens
 
 

@@ -10,14 +10,19 @@ this module turns them into energy, so that every loop reports it the same way (
     every rank of every channel and instance at precharge standby (VDD x IDD2N) while its PIM unit
     is idle and at active standby (VDD x IDD3N: a PIM op keeps rows open) while it is busy.
 
-Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses and of PIM
-ops (a run reports time per resource, not the commands behind it; `pimc dram` counts command energy
-for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
+  * the command energy of a PIM memory's ops (`dram/energy.command_energy_pj`: ACT, RD/WR bursts,
+    refresh and all-bank compute commands from the part's currents), where the loop reports the
+    commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
+    loop): that step's command power, times the memory's channels, over all of its busy time.
+
+Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses (a run
+reports time per resource, not the requests behind it; `pimc dram` counts it for a request trace), of
+PIM ops in loops that report no command counts, links, and resources that declare no power. `energy_per_token_j` is the average
 power over the run divided by the reported `tokens_per_s` (absent for a graph model, which has no tokens).
 """
 from __future__ import annotations
 
-from .dram.energy import event_energies_pj
+from .dram.energy import command_energy_pj, event_energies_pj
 
 
 def _resource_owner(key: str, processors: dict, memories: dict):
@@ -54,6 +59,18 @@ def _standby_w(memory) -> tuple[float, float] | None:
     return per["precharge_standby"] * to_w, per["active_standby"] * to_w
 
 
+def _pim_command_w(memory, pim: dict | None) -> float | None:
+    """W the commands of one instance's PIM ops draw while it is busy, from a step's command counts
+    (one channel, times the memory's channels); None when the loop reports none or the part has no currents."""
+    if not pim or not pim.get("command_counts") or not pim.get("seconds"):
+        return None
+    counts = {**pim["command_counts"], "cmd.REF": pim.get("refreshes", 0)}
+    energy = command_energy_pj(memory, counts)
+    if energy is None:
+        return None
+    return energy["total"] * 1e-12 * memory.organization.channels / pim["seconds"]
+
+
 def run_energy(system, report: dict) -> dict:
     """`energy_j` (by resource, by component, total, and `not_counted`: what it leaves out, comma-separated),
     `energy_per_token_j`, `average_power_w`."""
@@ -71,7 +88,7 @@ def run_energy(system, report: dict) -> dict:
             continue
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
-    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0}
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
             not_counted.append(f"{p.kind}:{p.name}")
@@ -82,6 +99,7 @@ def run_energy(system, report: dict) -> dict:
         by_component["processor_active"] += active
         by_component["processor_idle"] += idle
         by_resource[f"{p.kind}:{p.name}"] = active + idle
+    pims = [m for m in memories.values() if m.pim is not None]
     for m in memories.values():
         standby = _standby_w(m)
         if standby is None:
@@ -91,12 +109,19 @@ def run_energy(system, report: dict) -> dict:
         busy = sum(share) / len(share) * end
         energy = standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
+        if m.pim is not None:
+            rate = _pim_command_w(m, report.get("pim") if len(pims) == 1 else None)
+            if rate is None:
+                not_counted.append(f"PIM command energy of {m.name}")
+            else:
+                by_component["pim_commands"] += rate * busy * m.count
+                energy += rate * busy * m.count
         by_resource[f"memory:{m.name}"] = energy
     total = sum(by_component.values())
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
+                        "not_counted": ", ".join(sorted(set(not_counted)) + ["host DRAM accesses", "links"])},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]
