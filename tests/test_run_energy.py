@@ -39,7 +39,7 @@ def test_a_resource_without_declared_power_is_listed_not_counted():
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
     e = out["energy_j"]
     assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
-    assert {"cpu:s24_cpu", "PIM command energy of s24_lpddr5x", "host DRAM accesses", "links"} <= set(
+    assert {"cpu:s24_cpu", "PIM command energy of s24_lpddr5x", "host accesses of s24_lpddr5x", "links"} <= set(
         e["not_counted"].split(", "))
     assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
 
@@ -91,3 +91,37 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     # busy: active standby of every rank; after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
     assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275)
     assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
+
+
+def test_host_traffic_is_streamed_row_by_row():
+    # the phone's LPDDR5X channel (lpddr5.pim's assumed currents, tCK 0.9375 ns, x16, BL16: 32 B per
+    # access, 2 KB rows): a burst 1.2 V x (243 - 47) mA x 2 cycles, an ACT per 2 KB row
+    from pimdsl.interpreter.dram.energy import traffic_energy_pj
+    system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
+    memory = next(m for m in system.memories if m.name == "s24_lpddr5x")
+    tck = 8 / 8.533
+    rd = 1.2 * (243 - 47) * 2 * tck
+    act = 1.2 * (80 * 65 - (47 * 45 + 34 * 20)) * tck
+    assert traffic_energy_pj(memory, 2048) == pytest.approx(64 * rd + act, rel=1e-4)
+    out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 1.0, "utilization": {},
+                              "dram_traffic_bytes": {"s24_lpddr5x": 2048 * 1000}})
+    assert out["energy_j"]["by_component"]["host_accesses"] == pytest.approx(1000 * (64 * rd + act) * 1e-12, rel=1e-4)
+
+
+def test_serving_loop_counts_pim_commands_and_npu_traffic():
+    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    e = report["energy_j"]["by_component"]
+    # the PIM unit's attention commands, timed on one channel: their energy per second of PIM work,
+    # times the 32 channels, over the channels' busy time (utilization pim x run)
+    from pimdsl.interpreter.dram.energy import command_energy_pj, traffic_energy_pj
+    system = system_of("specs/systems/neupims_gpt3_7b.pim")
+    memory = next(m for m in system.memories if m.pim is not None)
+    pim = report["pim"]
+    one = command_energy_pj(memory, {**pim["command_counts"], "cmd.REF": pim["refreshes"]})["total"]
+    busy = report["utilization"]["pim"] * report["makespan_s"]
+    assert e["pim_commands"] == pytest.approx(one * 1e-12 * 32 / pim["seconds"] * busy)
+    assert pim["command_counts"]["dot.PIM_GEMV"] > 0
+    assert e["host_accesses"] == pytest.approx(
+        traffic_energy_pj(memory, report["dram_traffic_bytes"]["neupims_hbm"]) * 1e-12)

@@ -15,14 +15,18 @@ this module turns them into energy, so that every loop reports it the same way (
     commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
     loop): that step's command power, times the memory's channels, over all of its busy time.
 
-Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses (a run
-reports time per resource, not the requests behind it; `pimc dram` counts it for a request trace), of
-PIM ops in loops that report no command counts, links, and resources that declare no power. `energy_per_token_j` is the average
+  * a memory's host accesses, where the loop reports the bytes its processors moved to and from it
+    (`dram_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}): streamed row by row,
+    a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`).
+
+Not counted, and listed under `energy_j.not_counted`: host accesses and PIM ops in loops that report
+no traffic or command counts (a run reports time per resource, not the requests behind it; `pimc
+dram` counts command energy for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
 power over the run divided by the reported `tokens_per_s` (absent for a graph model, which has no tokens).
 """
 from __future__ import annotations
 
-from .dram.energy import command_energy_pj, event_energies_pj
+from .dram.energy import command_energy_pj, event_energies_pj, traffic_energy_pj
 
 
 def _resource_owner(key: str, processors: dict, memories: dict):
@@ -71,6 +75,15 @@ def _pim_command_w(memory, pim: dict | None) -> float | None:
     return energy["total"] * 1e-12 * memory.organization.channels / pim["seconds"]
 
 
+def _traffic_j(memory, moved) -> float | None:
+    """J of the host accesses a loop reports for `memory` (bytes read, or {"read", "write"})."""
+    if moved is None:
+        return None
+    read, write = (moved.get("read", 0.0), moved.get("write", 0.0)) if isinstance(moved, dict) else (moved, 0.0)
+    energy = traffic_energy_pj(memory, read, write)
+    return None if energy is None else energy * 1e-12
+
+
 def run_energy(system, report: dict) -> dict:
     """`energy_j` (by resource, by component, total, and `not_counted`: what it leaves out, comma-separated),
     `energy_per_token_j`, `average_power_w`."""
@@ -88,7 +101,8 @@ def run_energy(system, report: dict) -> dict:
             continue
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
-    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0}
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0,
+                    "host_accesses": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
             not_counted.append(f"{p.kind}:{p.name}")
@@ -116,12 +130,18 @@ def run_energy(system, report: dict) -> dict:
             else:
                 by_component["pim_commands"] += rate * busy * m.count
                 energy += rate * busy * m.count
+        traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
+        if traffic is None:
+            not_counted.append(f"host accesses of {m.name}")
+        else:
+            by_component["host_accesses"] += traffic
+            energy += traffic
         by_resource[f"memory:{m.name}"] = energy
     total = sum(by_component.values())
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)) + ["host DRAM accesses", "links"])},
+                        "not_counted": ", ".join(sorted(set(not_counted)) + ["links"])},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]

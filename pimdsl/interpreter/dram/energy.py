@@ -138,9 +138,9 @@ def command_energy_pj(memory, counts: dict[str, int]) -> dict[str, float] | None
     if per is None:
         return None
     decls = {c.name: c for c in part.commands}
-    kinds = {}                             # a stream's kind: a PIM command's effect or its name, lowercase
+    own, kinds = {}, {}                    # a stream's kind: a PIM command's effect or its name, lowercase
     for c in (memory.pim.commands if memory.pim is not None else ()):
-        decls.setdefault(c.name, c)
+        own[c.name] = c
         kinds.setdefault(c.name.lower(), c)
         if c.effect != "none":
             kinds.setdefault(c.effect, c)
@@ -148,7 +148,7 @@ def command_energy_pj(memory, counts: dict[str, int]) -> dict[str, float] | None
     out = dict.fromkeys(("activation", "read", "write", "refresh", "pim_compute"), 0.0)
     for key, n in counts.items():
         kind, _, name = key.rpartition(".")
-        decl = kinds.get(kind) or decls.get(name)
+        decl = own.get(name) or kinds.get(kind) or decls.get(name)
         if decl is None or not n:
             continue
         base = decls.get(decl.issued_as, decl) if decl.issued_as else decl
@@ -164,6 +164,19 @@ def command_energy_pj(memory, counts: dict[str, int]) -> dict[str, float] | None
             out[comp] += n * per.get(base.name, per.get("WR" if comp == "write" else "RD", 0.0))
     out["total"] = sum(out.values())
     return out
+
+
+def traffic_energy_pj(memory, read_bytes: float, write_bytes: float = 0.0) -> float | None:
+    """pJ of host reads and writes of so many bytes, streamed row by row: a burst per access and an
+    ACT per row (every row opened once, each of its bursts a row hit); None without currents."""
+    org = memory.organization
+    per = event_energies_pj(memory.part, org)
+    if per is None:
+        return None
+    rd, wr = per.get("RD", 0.0), per.get("WR", per.get("RD", 0.0))
+    bursts = lambda n: n / org.access_bytes
+    return (bursts(read_bytes) * rd + bursts(write_bytes) * wr
+            + (read_bytes + write_bytes) / org.row_bytes * per["ACT"])
 
 
 def average_power_mw(energy_pj: dict | None, cycles: int, tck_s: float) -> float | None:
