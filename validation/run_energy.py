@@ -113,6 +113,12 @@ def write_markdown(rows: list[dict], path: Path) -> None:
             continue
         lines.append(f"| {system} | {own['strategy']} | {baseline} | {fmt(_ratio(base, own), '.3f')} | "
                      f"{fmt(_speedup(own, base), '.3f')} |")
+    lines += ["", "What the ratios compare: Hermes and L3 count the GPU's declared power and their memories' standby "
+              "(and Hermes its NDP DIMMs' commands; L3's DIMM-PIM commands are not counted); NeuPIMs its HBM only "
+              "(no NPU power is cited); PIM-SHERPA the phone's memory only (its SoC has no citable power, and the "
+              "memory's currents are the LPDDR4 stand-in); PIPELOAD the CPU's TDP while the inference agent "
+              "computes, the same compute in both strategies, so its ratio is 1 by construction (the loading "
+              "agents' CPU time and the disk are not counted)."]
     lines += _neupims_table5(by)
     lines.append("")
     path.write_text("\n".join(lines))
@@ -163,16 +169,20 @@ def _neupims_table5(by: dict) -> list[str]:
         + "; ".join(f"{name} standby {comp(r, 'dram_standby'):.3f}, PIM commands {comp(r, 'pim_commands'):.3f}, "
                     f"NPU traffic {comp(r, 'host_accesses'):.3f}" for name, r in (("NPU-only", base), ("NeuPIMs", own)))
         + ".", "",
-        "Per channel our powers are of the paper's order but do not rise with PIM the way Table 5's do "
-        f"({ratio_ours:.2f}x against {ratio_paper:.2f}x). Why, with the numbers above: (1) in our NPU-only run the "
-        "NPU also streams the KV cache for attention, so its traffic power is higher than NeuPIMs' (the PIM "
-        "unit reads the KV cache inside the banks instead), and that saving offsets the PIM commands' power; "
-        "the paper's NPU-only figure, lower than ours per channel, suggests a lighter load on memory; (2) the "
-        "paper adds background power for the second row buffer of every bank, which our model does not have "
-        "(no current is declared for it); (3) our currents are DRAMsim3's HBM2 ones per pseudo-channel "
-        "(hbm2.pim), the paper's configuration is not given. The energy per token comes out lower for NeuPIMs "
-        f"in both ({e_ours:.2f} ours, {e_paper:.2f} the paper's ratio of power over speedup), ours by more "
-        "because our power hardly rises.",
+        f"Per channel ours are {ours['npu_only'] / channels:.3f} W (NPU-only) and {ours['neupims'] / channels:.3f} W "
+        f"(NeuPIMs) against the paper's {NEUPIMS_TABLE5_W['npu_only']:.3f} and {NEUPIMS_TABLE5_W['neupims']:.3f} W, "
+        f"and they do not rise with PIM the way Table 5's do ({ratio_ours:.2f}x against {ratio_paper:.2f}x). Why, "
+        "with the components above: (1) in our NPU-only run the NPU also streams the KV cache for attention, "
+        f"so its traffic power ({comp(base, 'host_accesses'):.2f} W) is higher than in NeuPIMs "
+        f"({comp(own, 'host_accesses'):.2f} W; the PIM unit reads the KV cache inside the banks instead), and "
+        f"that {comp(base, 'host_accesses') - comp(own, 'host_accesses'):.2f} W less traffic stands against the "
+        f"PIM commands' {comp(own, 'pim_commands'):.2f} W and {comp(own, 'dram_standby') - comp(base, 'dram_standby'):.2f} W "
+        "more standby (banks kept open by PIM work); (2) the paper adds "
+        "background power for the second row buffer of every bank, which our model does not have (no current "
+        "is declared for it); (3) our currents are DRAMsim3's HBM2 ones per pseudo-channel (hbm2.pim), the "
+        "paper's configuration, model and batch for Table 5 are not given. The memory energy per token comes "
+        f"out lower for NeuPIMs in both ({e_ours:.2f} ours, {e_paper:.2f} the paper's power ratio over its "
+        "speedup), ours lower still because our power does not rise.",
     ]
 
 
