@@ -88,8 +88,11 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--timeline", str(path))
     assert out.returncode == 0, out.stderr
     counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
-    # busy: active standby of every rank; after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
-    assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275)
+    # busy: active standby of every rank and the op's command power (the run's energy over its time);
+    # after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
+    report = json.loads(pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json").stdout)
+    commands_w = report["energy_j"]["by_component"]["pim_commands"] / report["end_to_end_s"]
+    assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275 + commands_w)
     assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
 
 

@@ -149,15 +149,19 @@ def run_energy(system, report: dict) -> dict:
     return out
 
 
-def power_levels(system):
+def power_levels(system, report: dict | None = None):
     """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
     declared idle power and every memory's precharge standby; a busy processor adds active - idle
-    power, a busy PIM memory active - precharge standby (per instance for `name[i]`)."""
+    power, a busy PIM memory active - precharge standby and, with the run's `report`, the command
+    power of its PIM ops (per instance for `name[i]`)."""
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     base = sum(p.idle_power_w * p.count for p in processors.values())
     standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
+    pims = [m for m in memories.values() if m.pim is not None]
+    commands = {m.name: _pim_command_w(m, (report or {}).get("pim") if len(pims) == 1 else None) or 0.0
+                for m in pims}
 
     def extra(resource: str) -> float:
         owner, kind = _resource_owner(resource, processors, memories)
@@ -166,6 +170,6 @@ def power_levels(system):
             return (owner.active_power_w - owner.idle_power_w) * owner.count * share
         if kind == "memory" and owner.name in standby:
             pre, act = standby[owner.name]
-            return (act - pre) * share
+            return (act - pre) * share + commands.get(owner.name, 0.0) * owner.count * share
         return 0.0
     return base, extra
