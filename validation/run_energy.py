@@ -120,6 +120,13 @@ def write_markdown(rows: list[dict], path: Path) -> None:
               "computes, the same compute in both strategies, so its ratio is 1 by construction (the loading "
               "agents' CPU time and the disk are not counted)."]
     lines += _neupims_table5(by)
+    lines += ["", "Other PIM energy references: [PIMSIMULATOR] has no energy model to compare with (its HBM2 "
+              "configuration `ini/HBM2_samsung_2M_16B_x64.ini` sets every IDD current to 0); the HBM-PIM "
+              "([HBM_PIM]) and AiM ([AIM_ISSCC22], [AIM_HC22]) publications' energy figures are not in the sources "
+              "bundled here, so the `hbm_pim` and AiM command energies (the all-bank model above on their parts' "
+              "currents) stand unvalidated. An all-bank ACT of HBM-PIM's all-bank mode counts as one bank's (the "
+              "part's ACT is bank-scoped and the mode is the controller's state), so its activation energy is a "
+              "lower bound."]
     lines.append("")
     path.write_text("\n".join(lines))
 
