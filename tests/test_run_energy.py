@@ -39,8 +39,11 @@ def test_a_resource_without_declared_power_is_listed_not_counted():
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
     e = out["energy_j"]
     assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
-    assert {"cpu:s24_cpu", "PIM command energy of s24_lpddr5x", "host accesses of s24_lpddr5x", "links"} <= set(
-        e["not_counted"].split(", "))
+    assert {"cpu:s24_cpu", "host accesses of s24_lpddr5x"} <= set(e["not_counted"].split(", "))
+    # PIM work without the commands behind it (no `pim` in the report) is listed too; unused, it is not
+    assert "PIM command energy of s24_lpddr5x" not in e["not_counted"]
+    busy = run_energy(system, {"end_to_end_s": 1.0, "utilization": {"pim:s24_lpddr5x": 0.5}})
+    assert "PIM command energy of s24_lpddr5x" in busy["energy_j"]["not_counted"].split(", ")
     assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
 
 
@@ -94,6 +97,18 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     commands_w = report["energy_j"]["by_component"]["pim_commands"] / report["end_to_end_s"]
     assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275 + commands_w)
     assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
+
+
+def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
+    # Hermes: `pcie` is the one PCIe link (64 GB/s, 1.93 pJ/bit, [PCIE4_PHY]), busy a quarter of a 2 s run;
+    # the DIMM links declare 1.17 pJ/bit but no utilization names them: listed, not counted
+    system = system_of("specs/systems/hermes_ndp_llama2_13b.pim")
+    out = run_energy(system, {"end_to_end_s": 2.0, "tokens_per_s": 1.0, "utilization": {"pcie": 0.25}})
+    e = out["energy_j"]
+    assert e["by_resource"]["link:hermes_pcie"] == pytest.approx(0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert e["by_component"]["links"] == pytest.approx(0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert "link:hermes_dimm_link" in e["not_counted"].split(", ")
+    assert "pcie" not in e["not_counted"].split(", ")
 
 
 def test_host_traffic_is_streamed_row_by_row():

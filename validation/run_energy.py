@@ -6,7 +6,8 @@
 Runs each system of specs/systems/ as `pimc run` does (its own strategy), and for one system of each
 seed also the seed's baseline strategy, and tabulates `energy_per_token_j`, `average_power_w` and
 what the energy counts (interpreter/run_energy.py: declared processor power over busy time, DRAM
-standby, PIM commands and host DRAM traffic where the loop reports them; links are not counted), and
+standby, PIM commands and host DRAM traffic where the loop reports them, links that declare their
+energy per bit), and
 NeuPIMs' power comparison ([NEUPIMS] Table 5) beside ours.
 """
 from __future__ import annotations
@@ -55,7 +56,8 @@ def fmt(x, spec=".4g"):
 
 
 COMPONENTS = (("processor_active", "processors busy"), ("processor_idle", "processors idle"),
-              ("dram_standby", "DRAM standby"), ("pim_commands", "PIM commands"), ("host_accesses", "host DRAM traffic"))
+              ("dram_standby", "DRAM standby"), ("pim_commands", "PIM commands"), ("host_accesses", "host DRAM traffic"),
+              ("links", "links"))
 
 
 def write_markdown(rows: list[dict], path: Path) -> None:
@@ -78,9 +80,13 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "command power of the sample times the PIM memory's busy time;",
         "* **host DRAM traffic**: the bytes the loop reports the host moving to and from a declared memory (the "
         "step loop's CPU kernels, the serving loop's NPU), streamed row by row: a burst per access, an ACT "
-        "per row.",
+        "per row;",
+        "* **links**: a link's declared `energy_per_bit` over the bytes it moves while the run reports it busy: "
+        "PCIe 4.0 at 1.93 pJ/bit, a transmitter's alone ([PCIE4_PHY], so a lower bound).",
         "",
-        "Not counted (listed per row): links, processors and memories that declare no power, host traffic and "
+        "Not counted (listed per row): links that declare no energy per bit (NVLink, the NeuPIMs interconnect) "
+        "or that no utilization names (Hermes' DIMM links, 1.17 pJ/bit, [HERMES_NDP] Table II: the loop reports "
+        "their remap bytes, not their busy time), processors and memories that declare no power, host traffic and "
         "PIM commands of loops that report none (the L3 serving loop's DIMM-PIM and HBM-PIM work, the "
         "offload loops' host CPU), and what no model here has: I/O and termination power, the VPP domain of "
         "parts that give no VPP currents, power-down. Currents: DDR4, HBM2, LPDDR4 from DRAMsim3 "

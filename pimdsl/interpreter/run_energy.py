@@ -19,14 +19,28 @@ this module turns them into energy, so that every loop reports it the same way (
     (`dram_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}): streamed row by row,
     a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`).
 
+  * a link that declares `energy_per_bit`, for each utilization key that names it (`link:name`, its
+    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes.
+
 Not counted, and listed under `energy_j.not_counted`: host accesses and PIM ops in loops that report
 no traffic or command counts (a run reports time per resource, not the requests behind it; `pimc
-dram` counts command energy for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
+dram` counts command energy for a request trace), and resources and links that declare no power or
+energy (a utilization key nothing here owns is listed as it is). `energy_per_token_j` is the average
 power over the run divided by the reported `tokens_per_s` (absent for a graph model, which has no tokens).
 """
 from __future__ import annotations
 
 from .dram.energy import command_energy_pj, event_energies_pj, traffic_energy_pj
+
+
+def _link_of(key: str, links: dict):
+    """The link a utilization key names: `link:name`, `name`, or a bare kind (`pcie`: the one link of
+    that kind); else None."""
+    name = (key.split(":", 1)[1] if ":" in key else key).split("[", 1)[0]
+    if name in links:
+        return links[name]
+    kinds = [l for l in links.values() if l.kind == name]
+    return kinds[0] if len(kinds) == 1 else None
 
 
 def _resource_owner(key: str, processors: dict, memories: dict):
@@ -90,11 +104,22 @@ def run_energy(system, report: dict) -> dict:
     end = report.get("makespan_s") or report.get("end_to_end_s") or 0.0    # serving loops: the whole run
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
+    links = {l.name: l for l in system.links}
     busy_of: dict[str, list[float]] = {}
     not_counted = []
+    link_j: dict[str, float] = {}
     for key, util in (report.get("utilization") or {}).items():
         owner, kind = _resource_owner(key, processors, memories)
         if kind == "pool":
+            continue
+        link = _link_of(key, links) if owner is None else None
+        if link is not None and not link.energy_per_bit_j:
+            continue                       # listed below with the links that count nothing
+        if link is not None:
+            # busy at its bandwidth, each instance that reports apart for its share
+            share = 1 if "[" in key else link.count
+            link_j[f"link:{link.name}"] = link_j.get(f"link:{link.name}", 0.0) + (
+                min(1.0, max(0.0, util)) * end * link.bandwidth_bytes_per_s * share * 8 * link.energy_per_bit_j)
             continue
         if owner is None:
             not_counted.append(key)
@@ -102,7 +127,7 @@ def run_energy(system, report: dict) -> dict:
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
     by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0,
-                    "host_accesses": 0.0}
+                    "host_accesses": 0.0, "links": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
             not_counted.append(f"{p.kind}:{p.name}")
@@ -126,7 +151,8 @@ def run_energy(system, report: dict) -> dict:
         if m.pim is not None:
             rate = _pim_command_w(m, report.get("pim") if len(pims) == 1 else None)
             if rate is None:
-                not_counted.append(f"PIM command energy of {m.name}")
+                if busy > 0:                 # a PIM memory the run never used has no commands to miss
+                    not_counted.append(f"PIM command energy of {m.name}")
             else:
                 by_component["pim_commands"] += rate * busy * m.count
                 energy += rate * busy * m.count
@@ -137,11 +163,14 @@ def run_energy(system, report: dict) -> dict:
             by_component["host_accesses"] += traffic
             energy += traffic
         by_resource[f"memory:{m.name}"] = energy
+    not_counted += [f"link:{name}" for name in links if f"link:{name}" not in link_j]
+    by_component["links"] = sum(link_j.values())
+    by_resource.update(link_j)
     total = sum(by_component.values())
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)) + ["links"])},
+                        "not_counted": ", ".join(sorted(set(not_counted)))},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]
