@@ -166,3 +166,63 @@ def test_per_bank_refresh_without_its_current_keeps_the_timing_and_says_why(load
     r = replay(spec.memories["m"], Trace([500], [False], [0], [0], [0], [0]))
     assert r.commands["REFpb"] > 0 and r.energy_pj is None
     assert "declares no IDD5PB" in r.to_json()["energy_note"]
+
+
+# ---- the currents of every bundled standard, by hand -----------------------------------------------
+
+def _part(path, name):
+    spec, diags = load_spec(str(ROOT / path))
+    assert spec is not None, diags.render_all()
+    return spec.drams[name]
+
+
+def test_ddr5_currents_by_hand_with_the_vpp_domain():
+    # [RAMULATOR2_POWER] presets: VDD 1.1 V, VPP 1.8 V; 4 x8 devices per 32-bit subchannel; tCK 1/2.4 ns;
+    # tRC 111, tRAS 77, tRFC 708 cycles. pJ per mA.V.cycle: 4 x 0.41667 = 5/3.
+    part = _part("specs/dram/ddr5.pim", "DDR5_4800")
+    per = event_energies_pj(part, part.organization)
+    k = 4 / 2.4
+    assert per["ACT"] == pytest.approx(1.1 * (60 * 111 - (55 * 77 + 50 * 34)) * k)     # IPP0 = IPP3N = IPP2N: no VPP
+    assert per["RD"] == pytest.approx(1.1 * (145 - 55) * 8 * k)
+    assert per["REF"] == pytest.approx((1.1 * (362 - 55) + 1.8 * (48 - 3)) * 708 * k)   # 494,066 pJ
+    assert per["active_standby"] == pytest.approx((1.1 * 55 + 1.8 * 3) * k)
+
+
+def test_ddr5_one_read_replayed_by_hand(tmp_path):
+    # ACT, RD on one subchannel, refresh off: activation + read as above, standby for every cycle
+    path = tmp_path / "ddr5.pim"
+    path.write_text(f'import "{ROOT / "specs/dram/ddr5.pim"}";\n'
+                    "memory m { part = DDR5_4800; address_map = [row, rank, bank_group, bank, channel, column];"
+                    " controller { refresh = none; } }\n")
+    spec, diags = load_spec(str(path))
+    assert spec is not None, diags.render_all()
+    r = replay(spec.memories["m"], Trace([0], [False], [0], [0], [0], [0]))
+    assert r.commands == {"ACT": 1, "RD": 1}
+    k = 4 / 2.4
+    e = r.energy_pj
+    assert e["activation"] == pytest.approx(797.5 * k)
+    assert e["read"] == pytest.approx(792 * k)
+    assert e["active_standby"] == pytest.approx(r.active_rank_cycles * 65.9 * k)
+    assert e["total"] == pytest.approx((797.5 + 792 + 65.9 * r.active_rank_cycles
+                                        + 60.4 * (r.rank_cycles - r.active_rank_cycles)) * k)
+
+
+@pytest.mark.parametrize("path,name,tck_ns,t_rc,t_ras,burst", [
+    ("specs/dram/lpddr5.pim", "LPDDR5_6400", 1.25, 49, 34, 2),       # assumed LPDDR4 currents (stand-in)
+    ("specs/dram/lpddr5x.pim", "LPDDR5X_8533", 8 / 8.533, 65, 45, 2),
+])
+def test_lpddr5_stand_in_currents_by_hand(path, name, tck_ns, t_rc, t_ras, burst):
+    # one x16 device: VDD 1.2 V; IDD0 80, IDD2N 34, IDD3N 47, IDD4R 243 mA (lpddr5.pim, LPDDR4's)
+    part = _part(path, name)
+    per = event_energies_pj(part, part.organization)
+    assert per["ACT"] == pytest.approx(1.2 * (80 * t_rc - (47 * t_ras + 34 * (t_rc - t_ras))) * tck_ns, rel=1e-4)
+    assert per["RD"] == pytest.approx(1.2 * (243 - 47) * burst * tck_ns, rel=1e-4)
+
+
+def test_hbm3_inherits_the_hbm2_currents_by_hand():
+    # one pseudo-channel: VDD 1.2 V; IDD0 32.5, IDD2N 20, IDD3N 27.5, IDD4W 250, IDD5AB 125 mA; tCK 0.625 ns
+    part = _part("specs/dram/hbm3.pim", "HBM3_6400")
+    per = event_energies_pj(part, part.organization)
+    assert per["ACT"] == pytest.approx(1.2 * (32.5 * 74 - (27.5 * 48 + 20 * 26)) * 0.625)
+    assert per["WR"] == pytest.approx(1.2 * (250 - 27.5) * 2 * 0.625)
+    assert per["REF"] == pytest.approx(1.2 * (125 - 27.5) * 560 * 0.625)

@@ -32,15 +32,27 @@ def test_processor_energy_is_declared_power_over_busy_time():
     assert "nvlink_fabric" in e["not_counted"].split(", ")          # a resource the energy model cannot attribute
 
 
-def test_a_system_without_declared_power_reports_no_power():
+def test_a_resource_without_declared_power_is_listed_not_counted():
     system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
+    # the phone's CPU declares no power; its LPDDR5X (the assumed LPDDR4 currents, lpddr5.pim) is
+    # counted at precharge standby: 4 channels x 2 ranks x 1.2 V x 34 mA, no report of PIM commands
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
-    assert out["energy_j"]["total"] == 0 and out["energy_j"]["by_resource"] == {}
-    assert out["average_power_w"] is None and out["energy_per_token_j"] is None
-    assert {"cpu:s24_cpu", "memory:s24_lpddr5x"} <= set(out["energy_j"]["not_counted"].split(", "))
+    e = out["energy_j"]
+    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
+    assert {"cpu:s24_cpu", "host accesses of s24_lpddr5x"} <= set(e["not_counted"].split(", "))
+    # PIM work without the commands behind it (no `pim` in the report) is listed too; unused, it is not
+    assert "PIM command energy of s24_lpddr5x" not in e["not_counted"]
+    busy = run_energy(system, {"end_to_end_s": 1.0, "utilization": {"pim:s24_lpddr5x": 0.5}})
+    assert "PIM command energy of s24_lpddr5x" in busy["energy_j"]["not_counted"].split(", ")
+    assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
 
 
-def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
+# HBM2 per pseudo-channel (hbm2.pim), 1 ns: pJ of one ACT 1.2 x (32.5 x 48 - (27.5 x 33 + 20 x 15)),
+# of one RD burst 1.2 x (195 - 27.5) x 2, of a WR 1.2 x (250 - 27.5) x 2, of a REF 1.2 x (125 - 27.5) x 350
+ACT, RD, WR, REF = 408.0, 402.0, 534.0, 40_950.0
+
+
+def test_pimc_run_json_reports_dram_standby_and_pim_commands_of_a_pim_memory():
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
@@ -48,8 +60,17 @@ def test_pimc_run_json_reports_dram_standby_of_a_pim_memory():
     # busy the whole run: every rank of the 64 pseudo-channels x 2 ranks at active standby,
     # 1.2 V x 27.5 mA (HBM2's per-pseudo-channel IDD3N)
     power = 64 * 2 * 1.2 * 0.0275
-    assert report["average_power_w"] == pytest.approx(power)
-    assert report["energy_j"]["total"] == pytest.approx(power * report["end_to_end_s"])
+    e = report["energy_j"]
+    assert e["by_component"]["dram_standby"] == pytest.approx(power * report["end_to_end_s"])
+    # the op's commands on one channel, by hand: MAC reads and drain writes reach 8 banks each, so
+    # each is 4 reads' bursts (the all-bank compute model); the other RD/WR one burst; ACT one bank
+    c = report["pim"]["command_counts"]
+    compute = (c["mac.RD"] + c["store.WR"]) * 4 * RD
+    reads = (c["park_rd.RD"] + c["readback.RD"]) * RD
+    writes = sum(n for k, n in c.items() if k.endswith(".WR") and k != "store.WR") * WR
+    one_channel = compute + reads + writes + c["act.ACT"] * ACT + report["pim"]["refreshes"] * REF
+    assert e["by_component"]["pim_commands"] == pytest.approx(64 * one_channel * 1e-12)
+    assert e["total"] == pytest.approx(power * report["end_to_end_s"] + 64 * one_channel * 1e-12)
     assert "tokens_per_s" not in report and "energy_per_token_j" not in report    # one op: no tokens
 
 
@@ -70,6 +91,70 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--timeline", str(path))
     assert out.returncode == 0, out.stderr
     counters = [e for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "C"]
-    # busy: active standby of every rank; after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
-    assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275)
+    # busy: active standby of every rank and the op's command power (the run's energy over its time);
+    # after the op: precharge standby (1.2 V x 20 mA x 128 ranks)
+    report = json.loads(pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json").stdout)
+    commands_w = report["energy_j"]["by_component"]["pim_commands"] / report["end_to_end_s"]
+    assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275 + commands_w)
     assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
+
+
+def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
+    # Hermes: `pcie` is the one PCIe link (64 GB/s, 1.93 pJ/bit, [PCIE4_PHY]), busy a quarter of a 2 s run;
+    # the DIMM links declare 1.17 pJ/bit but no utilization names them: listed, not counted
+    system = system_of("specs/systems/hermes_ndp_llama2_13b.pim")
+    out = run_energy(system, {"end_to_end_s": 2.0, "tokens_per_s": 1.0, "utilization": {"pcie": 0.25}})
+    e = out["energy_j"]
+    assert e["by_resource"]["link:hermes_pcie"] == pytest.approx(0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert e["by_component"]["links"] == pytest.approx(0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert "link:hermes_dimm_link" in e["not_counted"].split(", ")
+    assert "pcie" not in e["not_counted"].split(", ")
+
+
+def test_host_traffic_is_streamed_row_by_row():
+    # the phone's LPDDR5X channel (lpddr5.pim's assumed currents, tCK 0.9375 ns, x16, BL16: 32 B per
+    # access, 2 KB rows): a burst 1.2 V x (243 - 47) mA x 2 cycles, an ACT per 2 KB row
+    from pimdsl.interpreter.dram.energy import traffic_energy_pj
+    system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
+    memory = next(m for m in system.memories if m.name == "s24_lpddr5x")
+    tck = 8 / 8.533
+    rd = 1.2 * (243 - 47) * 2 * tck
+    act = 1.2 * (80 * 65 - (47 * 45 + 34 * 20)) * tck
+    assert traffic_energy_pj(memory, 2048) == pytest.approx(64 * rd + act, rel=1e-4)
+    out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 1.0, "utilization": {},
+                              "dram_traffic_bytes": {"s24_lpddr5x": 2048 * 1000}})
+    assert out["energy_j"]["by_component"]["host_accesses"] == pytest.approx(1000 * (64 * rd + act) * 1e-12, rel=1e-4)
+
+
+def test_serving_loop_counts_pim_commands_and_npu_traffic():
+    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--json")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    e = report["energy_j"]["by_component"]
+    # the PIM unit's attention commands, timed on one channel: their energy per second of PIM work,
+    # times the 32 channels, over the channels' busy time (utilization pim x run)
+    from pimdsl.interpreter.dram.energy import command_energy_pj, traffic_energy_pj
+    system = system_of("specs/systems/neupims_gpt3_7b.pim")
+    memory = next(m for m in system.memories if m.pim is not None)
+    pim = report["pim"]
+    one = command_energy_pj(memory, {**pim["command_counts"], "cmd.REF": pim["refreshes"]})["total"]
+    busy = report["utilization"]["pim"] * report["makespan_s"]
+    assert e["pim_commands"] == pytest.approx(one * 1e-12 * 32 / pim["seconds"] * busy)
+    assert pim["command_counts"]["dot.PIM_GEMV"] > 0
+    assert e["host_accesses"] == pytest.approx(
+        traffic_energy_pj(memory, report["dram_traffic_bytes"]["neupims_hbm"]) * 1e-12)
+
+
+def test_energy_table_is_its_generators_output(tmp_path):
+    # validation/energy.md is write_markdown of validation/energy.json (regenerate both with run_energy.py)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("run_energy_md", ROOT / "validation/run_energy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = json.loads((ROOT / "validation/energy.json").read_text())
+    module.write_markdown(rows, tmp_path / "energy.md")
+    assert (tmp_path / "energy.md").read_text() == (ROOT / "validation/energy.md").read_text()
+    # every bundled system has a row, and NeuPIMs' Table 5 stands beside ours
+    systems = {p.stem for p in (ROOT / "specs/systems").glob("*.pim")}
+    assert systems == {r["system"] for r in rows}
+    assert "[NEUPIMS] Table 5 | 0.3641 | 0.6348" in (ROOT / "validation/energy.md").read_text()

@@ -71,7 +71,7 @@ def run(args) -> int:
         intervals = result.intervals
         if args.timeline_layer is not None and not serving:
             intervals = [i for i in intervals if i.category == "prefill" and i.args.get("layer") == args.timeline_layer]
-        counters = power_counter(intervals, *power_levels(system))
+        counters = power_counter(intervals, *power_levels(system, result.report))
         try:
             _write_json(args.timeline, chrome_trace(per_thread(intervals), counters))
         except OSError as exc:

@@ -666,7 +666,8 @@ class HardwareBuilder:
         r = Reader(self.ev, node)
         out = Link(node.name, r.choice("kind", ("pcie", "dimm_link", "nvlink", "cxl", "on_chip", "ethernet", "disk")),
                    self.el.count(node, r), r.quantity("bandwidth", U.BANDWIDTH) or 0.0,
-                   r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span)
+                   r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span,
+                   energy_per_bit_j=r.quantity("energy_per_bit", U.ENERGY, 0.0))
         block = r.block("collective")
         if block is not None:
             cr = Reader(self.ev, block)

@@ -167,6 +167,7 @@ MEANINGS = {
         "offset": "start in the memory (default: after the previous region)", "size": "size in each instance",
     },
     "link": {"bandwidth": "bandwidth per direction of one instance", "count": "parallel instances",
+             "energy_per_bit": "energy to move one bit across it (run energy)",
              "endpoints": "the memories or devices it joins", "kind": "the kind of link", "latency": "per transfer"},
     "storage": {"capacity": "capacity", "kind": "the kind of device",
                 "read_bandwidth": "read rate of the whole device (concurrent readers share it)", "read_latency": "per read"},

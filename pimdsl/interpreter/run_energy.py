@@ -10,14 +10,37 @@ this module turns them into energy, so that every loop reports it the same way (
     every rank of every channel and instance at precharge standby (VDD x IDD2N) while its PIM unit
     is idle and at active standby (VDD x IDD3N: a PIM op keeps rows open) while it is busy.
 
-Not counted, and listed under `energy_j.not_counted`: the command energy of host accesses and of PIM
-ops (a run reports time per resource, not the commands behind it; `pimc dram` counts command energy
-for a request trace), links, and resources that declare no power. `energy_per_token_j` is the average
+  * the command energy of a PIM memory's ops (`dram/energy.command_energy_pj`: ACT, RD/WR bursts,
+    refresh and all-bank compute commands from the part's currents), where the loop reports the
+    commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
+    loop): that step's command power, times the memory's channels, over all of its busy time.
+
+  * a memory's host accesses, where the loop reports the bytes its processors moved to and from it
+    (`dram_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}): streamed row by row,
+    a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`).
+
+  * a link that declares `energy_per_bit`, for each utilization key that names it (`link:name`, its
+    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes.
+
+Not counted, and listed under `energy_j.not_counted`: host accesses and PIM ops in loops that report
+no traffic or command counts (a run reports time per resource, not the requests behind it; `pimc
+dram` counts command energy for a request trace), and resources and links that declare no power or
+energy (a utilization key nothing here owns is listed as it is). `energy_per_token_j` is the average
 power over the run divided by the reported `tokens_per_s` (absent for a graph model, which has no tokens).
 """
 from __future__ import annotations
 
-from .dram.energy import event_energies_pj
+from .dram.energy import command_energy_pj, event_energies_pj, traffic_energy_pj
+
+
+def _link_of(key: str, links: dict):
+    """The link a utilization key names: `link:name`, `name`, or a bare kind (`pcie`: the one link of
+    that kind); else None."""
+    name = (key.split(":", 1)[1] if ":" in key else key).split("[", 1)[0]
+    if name in links:
+        return links[name]
+    kinds = [l for l in links.values() if l.kind == name]
+    return kinds[0] if len(kinds) == 1 else None
 
 
 def _resource_owner(key: str, processors: dict, memories: dict):
@@ -54,24 +77,57 @@ def _standby_w(memory) -> tuple[float, float] | None:
     return per["precharge_standby"] * to_w, per["active_standby"] * to_w
 
 
+def _pim_command_w(memory, pim: dict | None) -> float | None:
+    """W the commands of one instance's PIM ops draw while it is busy, from a step's command counts
+    (one channel, times the memory's channels); None when the loop reports none or the part has no currents."""
+    if not pim or not pim.get("command_counts") or not pim.get("seconds"):
+        return None
+    counts = {**pim["command_counts"], "cmd.REF": pim.get("refreshes", 0)}
+    energy = command_energy_pj(memory, counts)
+    if energy is None:
+        return None
+    return energy["total"] * 1e-12 * memory.organization.channels / pim["seconds"]
+
+
+def _traffic_j(memory, moved) -> float | None:
+    """J of the host accesses a loop reports for `memory` (bytes read, or {"read", "write"})."""
+    if moved is None:
+        return None
+    read, write = (moved.get("read", 0.0), moved.get("write", 0.0)) if isinstance(moved, dict) else (moved, 0.0)
+    energy = traffic_energy_pj(memory, read, write)
+    return None if energy is None else energy * 1e-12
+
+
 def run_energy(system, report: dict) -> dict:
     """`energy_j` (by resource, by component, total, and `not_counted`: what it leaves out, comma-separated),
     `energy_per_token_j`, `average_power_w`."""
     end = report.get("makespan_s") or report.get("end_to_end_s") or 0.0    # serving loops: the whole run
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
+    links = {l.name: l for l in system.links}
     busy_of: dict[str, list[float]] = {}
     not_counted = []
+    link_j: dict[str, float] = {}
     for key, util in (report.get("utilization") or {}).items():
         owner, kind = _resource_owner(key, processors, memories)
         if kind == "pool":
+            continue
+        link = _link_of(key, links) if owner is None else None
+        if link is not None and not link.energy_per_bit_j:
+            continue                       # listed below with the links that count nothing
+        if link is not None:
+            # busy at its bandwidth, each instance that reports apart for its share
+            share = 1 if "[" in key else link.count
+            link_j[f"link:{link.name}"] = link_j.get(f"link:{link.name}", 0.0) + (
+                min(1.0, max(0.0, util)) * end * link.bandwidth_bytes_per_s * share * 8 * link.energy_per_bit_j)
             continue
         if owner is None:
             not_counted.append(key)
             continue
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
-    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0}
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0,
+                    "host_accesses": 0.0, "links": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
             not_counted.append(f"{p.kind}:{p.name}")
@@ -82,6 +138,7 @@ def run_energy(system, report: dict) -> dict:
         by_component["processor_active"] += active
         by_component["processor_idle"] += idle
         by_resource[f"{p.kind}:{p.name}"] = active + idle
+    pims = [m for m in memories.values() if m.pim is not None]
     for m in memories.values():
         standby = _standby_w(m)
         if standby is None:
@@ -91,12 +148,29 @@ def run_energy(system, report: dict) -> dict:
         busy = sum(share) / len(share) * end
         energy = standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
+        if m.pim is not None:
+            rate = _pim_command_w(m, report.get("pim") if len(pims) == 1 else None)
+            if rate is None:
+                if busy > 0:                 # a PIM memory the run never used has no commands to miss
+                    not_counted.append(f"PIM command energy of {m.name}")
+            else:
+                by_component["pim_commands"] += rate * busy * m.count
+                energy += rate * busy * m.count
+        traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
+        if traffic is None:
+            not_counted.append(f"host accesses of {m.name}")
+        else:
+            by_component["host_accesses"] += traffic
+            energy += traffic
         by_resource[f"memory:{m.name}"] = energy
+    not_counted += [f"link:{name}" for name in links if f"link:{name}" not in link_j]
+    by_component["links"] = sum(link_j.values())
+    by_resource.update(link_j)
     total = sum(by_component.values())
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)) + ["host and PIM command energy", "links"])},
+                        "not_counted": ", ".join(sorted(set(not_counted)))},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]
@@ -104,15 +178,19 @@ def run_energy(system, report: dict) -> dict:
     return out
 
 
-def power_levels(system):
+def power_levels(system, report: dict | None = None):
     """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
     declared idle power and every memory's precharge standby; a busy processor adds active - idle
-    power, a busy PIM memory active - precharge standby (per instance for `name[i]`)."""
+    power, a busy PIM memory active - precharge standby and, with the run's `report`, the command
+    power of its PIM ops (per instance for `name[i]`)."""
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     base = sum(p.idle_power_w * p.count for p in processors.values())
     standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
+    pims = [m for m in memories.values() if m.pim is not None]
+    commands = {m.name: _pim_command_w(m, (report or {}).get("pim") if len(pims) == 1 else None) or 0.0
+                for m in pims}
 
     def extra(resource: str) -> float:
         owner, kind = _resource_owner(resource, processors, memories)
@@ -121,6 +199,6 @@ def power_levels(system):
             return (owner.active_power_w - owner.idle_power_w) * owner.count * share
         if kind == "memory" and owner.name in standby:
             pre, act = standby[owner.name]
-            return (act - pre) * share
+            return (act - pre) * share + commands.get(owner.name, 0.0) * owner.count * share
         return 0.0
     return base, extra

@@ -316,6 +316,8 @@ class Link:
     endpoints: tuple[str, ...]
     span: Span = field(compare=False, repr=False)
     collective: Collective | None = field(default=None, metadata={"json": "omit_default"})
+    # energy to move one bit across it (run energy, interpreter/run_energy.py); 0: not declared
+    energy_per_bit_j: float = field(default=0.0, metadata={"json": "omit_default"})
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,76 @@ def dram_energy_pj(part: DramSpec, org: Organization, commands: dict[str, int], 
     return out
 
 
+# A command that computes in several banks at once draws this many times a read's burst current over
+# active standby: [NEUPIMS] Sec. 7 "Power overhead" ("all-bank computation command incurs 4x higher
+# power than read command", after Newton, He et al. MICRO 2020), the model its Table 5 is computed with.
+MULTI_BANK_COMPUTE_OVER_READ = 4.0
+
+
+def banks_reached(scope: str, org: Organization) -> int:
+    """Banks one command of `scope` acts on (per pseudo-channel for the rank-level scopes)."""
+    per_rank = org.bank_groups * org.banks_per_group
+    return {"bank": 1, "bank_pair": 2, "bank_group": org.banks_per_group, "parity_banks": per_rank // 2,
+            "all_banks": per_rank, "rank": per_rank, "pseudo_channel": per_rank * org.ranks,
+            "channel": per_rank * org.ranks * org.pseudo_channels}.get(scope, 1)
+
+
+def command_energy_pj(memory, counts: dict[str, int]) -> dict[str, float] | None:
+    """Energy by component (pJ) of the commands `counts` names ("kind.NAME" as a PIM stream's timer
+    counts them, kind the PIM command's effect or lowercase name, NAME the command issued; or "NAME") on
+    one channel of `memory`, from its part's currents; None without currents. A PIM command counts as
+    the part command it is issued as (or by what it declares): one that opens rows as an ACT per bank
+    it reaches; one that reads or writes the array in one bank as that burst; one that does so in
+    several banks at once as MULTI_BANK_COMPUTE_OVER_READ reads' bursts (the all-bank compute model
+    above); any other issued as a read or write (a register load, a mode change) as one burst of it;
+    a refresh as the part's. Commands that only close rows or move no array data add nothing
+    over standby (standby is counted apart, over time)."""
+    part, org = memory.part, memory.organization
+    per = event_energies_pj(part, org)
+    if per is None:
+        return None
+    decls = {c.name: c for c in part.commands}
+    own, kinds = {}, {}                    # a stream's kind: a PIM command's effect or its name, lowercase
+    for c in (memory.pim.commands if memory.pim is not None else ()):
+        own[c.name] = c
+        kinds.setdefault(c.name.lower(), c)
+        if c.effect != "none":
+            kinds.setdefault(c.effect, c)
+    burst = per.get("RD", 0.0)
+    out = dict.fromkeys(("activation", "read", "write", "refresh", "pim_compute"), 0.0)
+    for key, n in counts.items():
+        kind, _, name = key.rpartition(".")
+        decl = own.get(name) or kinds.get(kind) or decls.get(name)
+        if decl is None or not n:
+            continue
+        base = decls.get(decl.issued_as, decl) if decl.issued_as else decl
+        banks = banks_reached(decl.scope, org)
+        if base.refresh:
+            out["refresh"] += n * per["REFpb" if base.scope in ("bank", "bank_pair") and "REFpb" in per else "REF"]
+        elif decl.opens or base.opens:
+            out["activation"] += n * banks * per["ACT"]
+        elif banks > 1 and "row" in decl.reads + decl.writes:
+            out["pim_compute"] += n * MULTI_BANK_COMPUTE_OVER_READ * burst
+        elif "row" in base.reads + base.writes:         # one burst on the data bus (a register write too)
+            comp = "write" if "row" in base.writes else "read"
+            out[comp] += n * per.get(base.name, per.get("WR" if comp == "write" else "RD", 0.0))
+    out["total"] = sum(out.values())
+    return out
+
+
+def traffic_energy_pj(memory, read_bytes: float, write_bytes: float = 0.0) -> float | None:
+    """pJ of host reads and writes of so many bytes, streamed row by row: a burst per access and an
+    ACT per row (every row opened once, each of its bursts a row hit); None without currents."""
+    org = memory.organization
+    per = event_energies_pj(memory.part, org)
+    if per is None:
+        return None
+    rd, wr = per.get("RD", 0.0), per.get("WR", per.get("RD", 0.0))
+    bursts = lambda n: n / org.access_bytes
+    return (bursts(read_bytes) * rd + bursts(write_bytes) * wr
+            + (read_bytes + write_bytes) / org.row_bytes * per["ACT"])
+
+
 def average_power_mw(energy_pj: dict | None, cycles: int, tck_s: float) -> float | None:
     if energy_pj is None or not cycles:
         return None

@@ -662,6 +662,11 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                              "after_remap": float(np.mean(imb_after)) if imb_after else None}
     out["bytes_moved"] = {"pcie_prefill": float(m.weight_bytes), "pcie_hot_copies": acc["pcie_bytes"],
                           "dimm_link": acc["link_bytes"]}
+    if not host and s.dimm.pim.program("gemv") is not None:
+        # the DIMMs' PIM work and its commands, for the run's energy (interpreter/run_energy.py)
+        from .sparse_ndp_gemv import command_sample
+        out["utilization"][f"pim:{s.dimm.name}"] = out["utilization"][cold_name]
+        out["pim"] = command_sample(s.dimm, int(round(max(nbytes) / s.dt)), b)
     out["placement"] = placed.info
     out["online_swaps"] = acc["swaps"]
     out["activation_density"] = acc["fired"] / total

@@ -37,6 +37,16 @@ def program_seconds(memory: Memory, n: int, k: int, m: int) -> float:
     return timer.run(expand(memory, pim.program("gemv"), {"n": n, "k": k, "m": m})) * memory.part.tck_s
 
 
+def command_sample(memory: Memory, k: int, m: int) -> dict:
+    """The commands of the `gemv` program for PROBE neurons of k weights and m tokens on one DIMM and
+    their seconds: the work whose command energy a run counts per busy second (interpreter/run_energy.py)."""
+    pim = memory.pim
+    timer = StreamTimer(make_timer(memory, pim.commands, pim.rules, pim.windows), fast=True)
+    end = timer.run(expand(memory, pim.program("gemv"), {"n": PROBE, "k": k, "m": m}))
+    counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(timer.counts.items(), key=str)}
+    return {"command_counts": counts, "seconds": end * memory.part.tck_s}
+
+
 def neuron_seconds(memory: Memory, k: int, m: int) -> float:
     """Marginal seconds of one activated neuron: (T(2 PROBE) - T(PROBE)) / PROBE; cached per shape, in
     the process and on disk (timing_cache: keyed by the memory, the shape and pimdsl's code)."""

@@ -415,5 +415,7 @@ def _report(system: System, costs: DeviceCosts, work, requests, window: _Totals,
     }
     if s.pim:
         out["pim"] = {"tile_s": costs.tile_seconds, "npu_read_share": costs.read_share,
-                      "channels": costs.channels}
+                      "channels": costs.channels, **costs.command_sample}
+    if costs.memory is not None:     # the processor's DRAM traffic, for its energy (interpreter/run_energy.py)
+        out["dram_traffic_bytes"] = {costs.memory.name: everything.dram_bytes}
     return out

@@ -49,6 +49,7 @@ from ...graph.build import Op
 from ...interpreter.host.models import kernel_time, serial_gemv_cycles, transfer_time
 from ...interpreter import timing_cache
 from ...interpreter.dram.interleave import contention, timer_for
+from ...interpreter.dram.stream_timer import StreamTimer
 from ...ir.hardware import Memory, Processor
 from ...ir.workload import DTYPE_BYTES, System
 from ...graph.parallel import device_model, parallelism
@@ -258,6 +259,24 @@ class DeviceCosts:
         gwrite = (cycles(attention_stream(m, "attn_context", lanes_tok, heads, d, gwrite=True))
                   - cycles(attention_stream(m, "attn_context", lanes_tok, heads, d))) / heads / clock
         return {"score": score, "attend": attend, "gwrite": max(gwrite, 0.0)}
+
+    @cached_property
+    def command_sample(self) -> dict:
+        """The commands of one channel's K.q and s.V streams (with their GWRITEs) and their seconds,
+        timed with blocking refresh: the PIM work whose command energy a run counts per busy second
+        (interpreter/run_energy.py)."""
+        return self._kept("command_sample", self._measure_command_sample)
+
+    def _measure_command_sample(self) -> dict:
+        m, d = self.memory, self.head_dim
+        hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
+        lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
+        timer = timer_for(m, refresh="blocking")
+        st = StreamTimer(timer)
+        st.run([*attention_stream(m, "attn_score", 16 * self.banks, hs, d, gwrite=True),
+                *attention_stream(m, "attn_context", lanes_tok, 8, d, gwrite=True)])
+        counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(st.counts.items(), key=str)}
+        return {"command_counts": counts, "seconds": st.end * m.part.tck_s, "refreshes": timer.refreshes}
 
     @cached_property
     def read_share(self) -> float:

@@ -216,7 +216,11 @@ def report(s: Setup, pred: dict) -> dict:
         "memory_limit_bytes": s.limit_bytes,
         "within_limit": s.limit_bytes is None or total <= s.limit_bytes,
         "utilization": {"loading_agents": min(1.0, pred["load_s"] / (end * pred["agents"])) if end else 0.0,
-                        "inference_agent": pred["compute_s"] / end if end else 0.0},
+                        "inference_agent": pred["compute_s"] / end if end else 0.0,
+                        # the processor that runs the layers, busy while the inference agent computes
+                        # (its energy: interpreter/run_energy.py; the loading agents' CPU time is not in it)
+                        f"{system.processors[0].kind}:{system.processors[0].name}":
+                            pred["compute_s"] / end if end else 0.0},
         "breakdown_s": {"loading_agents_busy": pred["load_s"], "compute": pred["compute_s"],
                         "inference_waits_for_loads": max(0.0, end - pred["compute_s"])},
         "profile": p.source,

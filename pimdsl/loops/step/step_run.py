@@ -20,6 +20,9 @@ Reported (ARCHITECTURE.md, `pimc run --json`):
   capacity       the footprint against the host's memory (`fits`)
   pim            the PIM ops of the first decode step (with a count: `instances`,
                  each instance's ops, seconds and commands for its share)
+  dram_traffic_bytes  bytes the host CPU's kernels move to and from its memory over the run
+                 (prefill, then the decode steps' mean of the first and last compiled one),
+                 for the run's energy (interpreter/run_energy.py)
 With a weight strategy (strategy.py) the report also gives the host-only
 baseline, the same workload under `c_gemm` (PIM-SHERPA Fig. 12):
   tpot_pim_s, tpot_no_pim_s                 decode time per token with and without PIM
@@ -36,7 +39,7 @@ from ...graph.build import build_graph
 from ...graph.parallel import device_model, parallelism
 from ...ir.run_result import RunResult
 from ...ir.workload import DTYPE_BYTES, System
-from ...lowering.records import PimWork
+from ...lowering.records import Kernel, PimWork
 from ...passes.manager import PassManager
 from ...passes.program import Program
 from ...passes.strategy import STRATEGIES
@@ -90,8 +93,10 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
     # without a timeline, the fitted steps are scheduled all at once (same numbers, one pass)
     ahead = {} if fitted is None or timeline else fitted.schedule_many(
         [c for c in range(input_len, input_len + output_len) if decode_at(c)[0] is None], seconds_of)
+    first_decode = None
     for s in range(output_len):
         program, fitted = decode_at(input_len + s)
+        first_decode = first_decode or program
         step = ahead.get(input_len + s) or (fitted.schedule(input_len + s, seconds_of, timeline) if fitted
                                              else schedule(program, seconds_of))
         record("decode", step)
@@ -138,6 +143,12 @@ def run_system(system: System, fast: bool = True, manager: PassManager | None = 
             report["pim"] = pim
     elif pim_step:
         report["pim"] = pim_step
+    traffic = host_traffic(system, prefill)
+    if first_decode is not None:
+        for name, moved in host_traffic(system, first_decode, last).items():
+            traffic[name] = traffic.get(name, 0.0) + moved * output_len
+    if traffic:
+        report["dram_traffic_bytes"] = traffic
     mapping = system.mapping
     if mapping is not None and mapping.strategy in STRATEGIES and model.architecture == "decoder":
         report.update(_host_only_baseline(system, report, fast))
@@ -204,6 +215,27 @@ def memory_bytes(*programs: Program) -> dict:
     out["total"] = sum(out.values())
     out["weights_by_region"] = dict(sorted(by_region.items()))
     return out
+
+
+def host_memory(system: System, device: str):
+    """The declared memory a CPU's kernels read and write: the system's one memory without a PIM unit,
+    else its one memory; None for other processors (a GPU's or NPU's own memory is not declared)."""
+    cpu = next((p for p in system.processors if p.name == device and p.kind == "cpu"), None)
+    plain = [m for m in system.memories if m.pim is None]
+    choice = plain if len(plain) == 1 else list(system.memories)
+    return choice[0] if cpu is not None and len(choice) == 1 else None
+
+
+def host_traffic(system: System, *programs: Program) -> dict[str, float]:
+    """Bytes the CPU kernels of one step move to and from their memory (the mean over `programs`)."""
+    out: dict[str, float] = defaultdict(float)
+    for program in programs:
+        for _, attrs in program.ops():
+            kernel = attrs.get("lowered")
+            memory = host_memory(system, kernel.device) if isinstance(kernel, Kernel) else None
+            if memory is not None:
+                out[memory.name] += kernel.bytes / len(programs)
+    return dict(out)
 
 
 def memories_report(system: System, *programs: Program) -> dict:
