@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from pimdsl.driver import run_loaded                                 # noqa: E402
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
+from pimdsl.validation.scoring import prediction_count                # noqa: E402
 
 # one system per seed, its baseline strategy (what the seed's paper compares its PIM design with)
 # (PIM-SHERPA's phone and PIPELOAD's edge CPU declare no power: no baseline is run for them)
@@ -60,7 +61,8 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "configurations ([DRAMSIM3]). No cited power is bundled for the NeuPIMs NPU, the phone SoC, the edge "
         "CPU, the host CPUs, DDR5, LPDDR5/5X or HBM3, so systems built on them report only what is counted, "
         "or no energy at all. These are therefore partial energies, not comparable with a paper's totals; "
-        "NeuPIMs' own power comparison ([NEUPIMS] Table 5) is not bundled and is not reproduced here.",
+        "NeuPIMs' own power comparison ([NEUPIMS] Table 5) is not bundled and is not reproduced here. "
+        + prediction_count([], "a reference figure", "No row is compared with one."),
         "",
         "| system | strategy | tokens/s | energy per token (J) | average power (W) | counted (J by resource) | not counted |",
         "|---|---|---:|---:|---:|---|---|",
