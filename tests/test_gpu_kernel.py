@@ -239,3 +239,16 @@ def test_a_separate_elementwise_calibration_does_not_fix_the_add():
         assert own["fits"][0]["operators"] == ["add"] and own["fits"][0]["efficiency"] > 1.0
         assert trials["add_peak"]["bandwidth_share"] > 1.0              # measured faster than DRAM streams
         assert own["median_abs"]["attn_rope"] > trials["now"]["median_abs"]["attn_rope"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0, 1e14), st.floats(0, 1e11), st.sampled_from([True, False]), st.sampled_from([312e12, 0.0]),
+       st.integers(1, 8))
+def test_one_shapeless_kernel_in_floats_is_the_array_model(flops, nbytes, matmul, peak, count):
+    """The plain-float path of shapeless_seconds (one kernel at a time) gives the array path's value exactly."""
+    from pimdsl.interpreter.host.gpu_kernel import shapeless_seconds
+    proc = dataclasses.replace(devices()[0]["a100_sxm_80gb"], count=count)
+    one = shapeless_seconds(proc, flops, nbytes, peak, matmul)
+    many = shapeless_seconds(proc, np.array([flops, 1.0]), np.array([nbytes, 1.0]), peak, matmul)
+    assert isinstance(one, float) and one == many[0]
+    assert (one == 0.0) == (flops == 0 and nbytes == 0)

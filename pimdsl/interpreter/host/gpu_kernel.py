@@ -86,8 +86,16 @@ def shapeless_parts(processor: Processor, flops, nbytes, peak: float, matmul: bo
 
 
 def shapeless_seconds(processor: Processor, flops, nbytes, peak: float, matmul: bool = True):
-    """Seconds of `shapeless_parts`: the roofline at achieved rates + the floor."""
-    return combine(processor, *shapeless_parts(processor, flops, nbytes, peak, matmul))
+    """Seconds of `shapeless_parts`: the roofline at achieved rates + the floor (one number in plain
+    floats, the same operations in the same order, as the serving loops ask one at a time)."""
+    if np.ndim(flops) or np.ndim(nbytes):
+        return combine(processor, *shapeless_parts(processor, flops, nbytes, peak, matmul))
+    cal, count, flops, nbytes = processor.calibration, processor.count, float(flops), float(nbytes)
+    efficiency = cal.memory_efficiency if matmul else cal.elementwise_efficiency
+    compute = flops / (count * peak * cal.tensor_efficiency) if peak else 0.0
+    memory = nbytes / (count * processor.memory_bandwidth_bytes_per_s * efficiency)
+    launch = cal.launch_latency_s if (flops > 0 or nbytes > 0) else 0.0
+    return launch + max(compute, memory) + cal.exposed_fraction * min(compute, memory)
 
 
 def gpu_kernel_parts(processor: Processor, kernel: Kernel, peak: float) -> tuple[float, float, float, str]:
