@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from pimdsl.driver import run_loaded                                 # noqa: E402
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
+from pimdsl.validation.scoring import prediction_count                # noqa: E402
 
 # one system per seed, its baseline strategy (what the seed's paper compares its PIM design with)
 BASELINES = {"hermes_ndp_opt_13b": "flexgen", "l3_gpt3_175b": "gpu_only", "neupims_gpt3_7b": "npu_only",
@@ -96,7 +97,8 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "is LPDDR4's at LPDDR5X's clock, not LPDDR5X's. No power is cited for the NeuPIMs NPU, the L3 and "
         "Hermes host CPUs, the AiM host Xeon or the phone's SoC (Exynos 2400: no public power figure; "
         "[PIM_SHERPA] reports none), so those systems' totals leave their processors out. These are "
-        "therefore partial energies, not comparable with a paper's totals.",
+        "therefore partial energies, not comparable with a paper's totals; no per-system row has a "
+        "reference figure (the one comparison with a paper is NeuPIMs' Table 5, below).",
         "",
         "| system | strategy | tokens/s | energy per token (J) | average power (W) | "
         + " | ".join(f"{label} (W)" for _, label in COMPONENTS) + " | not counted |",
@@ -178,6 +180,9 @@ def _neupims_table5(by: dict) -> list[str]:
         f"| ours, device | {ours['npu_only']:.4f} | {ours['neupims']:.4f} | {ratio_ours:.3f} | {fmt(speedup, '.3f')} | {e_ours:.3f} |",
         f"| ours, per channel | {ours['npu_only'] / channels:.4f} | {ours['neupims'] / channels:.4f} | {ratio_ours:.3f} | "
         f"{fmt(speedup, '.3f')} | {e_ours:.3f} |", "",
+        prediction_count([ratio_ours / ratio_paper - 1, e_ours / e_paper - 1], "[NEUPIMS] Table 5",
+                         "(the power ratio and the memory energy per token ratio; the absolute powers are not "
+                         "compared: the paper does not say per what they are)"), "",
         "By component (W, device): "
         + "; ".join(f"{name} standby {comp(r, 'dram_standby'):.3f}, PIM commands {comp(r, 'pim_commands'):.3f}, "
                     f"NPU traffic {comp(r, 'host_accesses'):.3f}" for name, r in (("NPU-only", base), ("NeuPIMs", own)))

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pimdsl.validation import neupims_serving as V      # noqa: E402
+from pimdsl.validation.scoring import prediction_count, within   # noqa: E402
 
 BEGIN, END = "<!-- table: run_neupims.py -->", "<!-- /table -->"
 PLOT = ROOT / "validation" / "neupims" / "fig12_throughput.png"
@@ -69,6 +70,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def counts(rows: list[dict]) -> str:
+    """Every row is a prediction (nothing is fitted here); how many compare with a paper number and are within 10%."""
+    scored = [r for r in rows if r["error"] is not None]
+    headline = [r["error"] for r in scored if r["kind"] == "prediction"]
+    return prediction_count([r["error"] for r in scored], "the paper",
+                            f"No constant is fitted to a number here, so every row with a paper number counts; of "
+                            f"the {len(headline)} headline rows (kind prediction) {within(headline)} are within 10%. "
+                            f"The other {len(rows) - len(scored)} rows have no paper number.")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("-j", "--jobs", type=int, default=2)
@@ -91,7 +102,7 @@ def main() -> int:
     md_path = ROOT / "validation" / "neupims.md"
     md = md_path.read_text() if md_path.exists() else f"{BEGIN}\n{END}\n"
     head, rest = md.split(BEGIN, 1)
-    md_path.write_text(head + BEGIN + "\n" + table(rows) + "\n" + END + rest.split(END, 1)[1])
+    md_path.write_text(head + BEGIN + "\n" + table(rows) + "\n\n" + counts(rows) + "\n" + END + rest.split(END, 1)[1])
     plot(g)
     print(table(rows))
     print(f"{time.perf_counter() - start:.0f} s")

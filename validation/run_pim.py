@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT))
 from pimdsl.frontend.pipeline import load_spec            # noqa: E402
 from pimdsl.validation import hbm_pim as H               # noqa: E402
 from pimdsl.validation import neupims as N               # noqa: E402
+from pimdsl.validation.scoring import prediction_count    # noqa: E402
 
 TARGET_PCT = 5.0
 
@@ -53,7 +54,12 @@ def main() -> int:
         "command (cycle 1) until the data of the last park-out read returns (weights preloaded; the "
         "readback and the host reduction excluded). "
         f"Target: within {TARGET_PCT:g}%: **{within} of {len(rows)} rows**. `tests/test_hbm_pim.py` fails "
-        "when a row's cycles change or its error leaves the target.",
+        "when a row's cycles change or its error leaves the target. "
+        + prediction_count([r["error_pct"] / 100 for r in rows]
+                           + [system["pim_error_pct"] / 100, system["baseline_error_pct"] / 100],
+                           "PIMSimulator", "They are the kernel rows and the 64-pCH system's PIM and baseline cycles "
+                           "below; no constant is fitted on a reference run (the timings are the part's, the "
+                           "program follows PIMKernel::executeGemv's order)."),
         "",
         "| out (64 pCH) | in | source | ours | PIMSimulator | error | REFs inside | ours without refresh | reference without refresh |",
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
@@ -117,7 +123,10 @@ def neupims() -> None:
         "timed by the ordered-stream timer; all transactions at cycle 0, first command at cycle 1, no "
         "GWRITE, counted until the last PIM_GEMV's result returns (CL 14 + burst 2 after it issues). "
         "The *strict* column uses `neupims_pim_strict`, whose PIM_PRECHARGE also waits for the last "
-        "PIM_GEMV's compute window (tGEMV), which the reference simulator omits ([REFDATA] pim README Sec. 2, NOTE).",
+        "PIM_GEMV's compute window (tGEMV), which the reference simulator omits ([REFDATA] pim README Sec. 2, NOTE). "
+        + prediction_count([r["error_pct"] / 100 for r in rows] + [period / N.REFERENCE_PERIOD - 1], "the NeuPIMs simulator",
+                           "They are the seq_len rows and the steady-state tile period; no constant is fitted on a "
+                           "reference run (the unit's rules are the simulator's command timing, each cited)."),
         "",
         "| seq_len | ours | NeuPIMs simulator | error | strict precharge |",
         "|---:|---:|---:|---:|---:|",

@@ -31,6 +31,7 @@ def main() -> int:
         print(f"{r['figure']:9} {r['quantity'][:70]:70} {paper!s:>8} {r['ours']:10.4g} {r['unit']:9} {err:>8} {r['kind']}")
     for t in table2:
         print(t)
+    print(P.counts(rows))                          # the count sentence of validation/pim_sherpa.md
     print(f"{time.perf_counter() - start:.0f} s")
     return 0
 

@@ -21,6 +21,7 @@ from ..loops.step.step_run import compile_step, run_system
 from ..ir.workload import DTYPE_BYTES
 from ..lowering.pim_program import tensor_rows
 from ..ir.addresses import row_stride
+from .scoring import prediction_count
 
 MODELS = {"1b": "pim_sherpa_llama3_2_1b", "3b": "pim_sherpa_llama3_2_3b"}
 GB = 1e9
@@ -56,6 +57,15 @@ def row(figure: str, quantity: str, paper: float | None, ours: float, unit: str,
     error = (ours - paper) / paper if paper else None
     return {"figure": figure, "quantity": quantity, "paper": paper, "ours": ours, "unit": unit,
             "error": error, "kind": kind, "note": note}
+
+
+def counts(rows: list[dict]) -> str:
+    """The predictions with a paper number, how many are within 10%, and what the other rows are."""
+    pred = [r["error"] for r in rows if r["kind"] == "prediction" and r["error"] is not None]
+    calibrated = sum(r["kind"] != "prediction" for r in rows)
+    return prediction_count(pred, "the paper", f"The other {len(rows) - len(pred)}: {calibrated} calibration "
+                            f"points (kind calibrated or calibrated reading) and {len(rows) - len(pred) - calibrated} "
+                            "without a paper number.")
 
 
 def capacity_rows() -> list[dict]:

@@ -47,6 +47,7 @@ TILES = ((256, 128), (128, 256), (128, 128), (128, 64), (64, 128), (64, 64))
 SPLITS = (1, 2, 4, 8, 16)            # split-K factors, tried while tiles leave SMs idle
 MATMUL_KINDS = ("gemm", "gemv", "attention")
 THIN_TILE_ROWS = 16                  # a tile's rows are rounded to this (the tensor-core MMA's M)
+SCALARS = (int, float, np.integer, np.floating)   # one number, not an array (plain-float fast paths)
 
 
 def gemm_compute_s(processor: Processor, m: int, n: int, k: int, rate_per_sm: float) -> tuple[float, str]:
@@ -86,8 +87,16 @@ def shapeless_parts(processor: Processor, flops, nbytes, peak: float, matmul: bo
 
 
 def shapeless_seconds(processor: Processor, flops, nbytes, peak: float, matmul: bool = True):
-    """Seconds of `shapeless_parts`: the roofline at achieved rates + the floor."""
-    return combine(processor, *shapeless_parts(processor, flops, nbytes, peak, matmul))
+    """Seconds of `shapeless_parts`: the roofline at achieved rates + the floor (one number in plain
+    floats, the same operations in the same order, as the serving loops ask one at a time)."""
+    if not (isinstance(flops, SCALARS) and isinstance(nbytes, SCALARS)):
+        return combine(processor, *shapeless_parts(processor, flops, nbytes, peak, matmul))
+    cal, count, flops, nbytes = processor.calibration, processor.count, float(flops), float(nbytes)
+    efficiency = cal.memory_efficiency if matmul else cal.elementwise_efficiency
+    compute = flops / (count * peak * cal.tensor_efficiency) if peak else 0.0
+    memory = nbytes / (count * processor.memory_bandwidth_bytes_per_s * efficiency)
+    launch = cal.launch_latency_s if (flops > 0 or nbytes > 0) else 0.0
+    return launch + max(compute, memory) + cal.exposed_fraction * min(compute, memory)
 
 
 def gpu_kernel_parts(processor: Processor, kernel: Kernel, peak: float) -> tuple[float, float, float, str]:

@@ -349,9 +349,10 @@ class Replica:
     def _gpu_quiet_list(self, chunks, decode_n):
         c = self.c
         tok = sum(ch for ch, _ in chunks)
-        t = float(sum(c.prefill_attention(ch, pre) for ch, pre in chunks)) + float(c.fc(tok + decode_n))
+        fc = float(c.fc(tok + decode_n))
+        t = float(sum(c.prefill_attention(ch, pre) for ch, pre in chunks)) + fc
         kv = float(c.pcie(c.kv_bytes(tok))) if self.mode.kv_home == "host" and self.mode.comm else 0.0
-        return t + (max(0.0, kv - float(c.fc(tok + decode_n))) if self.mode.overlap else kv)
+        return t + (max(0.0, kv - fc) if self.mode.overlap else kv)
 
     def _finish_chunks(self, picked):
         for size, pre, w in picked:

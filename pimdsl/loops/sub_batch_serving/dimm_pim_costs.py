@@ -23,7 +23,7 @@ import numpy as np
 
 from ...interpreter.dram.command_stream import time_commands
 from ...interpreter.host.collectives import all_reduce_time
-from ...interpreter.host.gpu_kernel import shapeless_seconds
+from ...interpreter.host.gpu_kernel import SCALARS, shapeless_seconds
 from ...interpreter.host.models import kernel_time
 from ...interpreter.host.op_kernels import op_kernel
 from ...ir.commands import Command
@@ -188,6 +188,10 @@ class Costs:
     def prefill_attention(self, chunk, prefix):
         """Causal attention of a `chunk` of prompt tokens after `prefix` cached ones, on the GPUs."""
         s = self.shape
+        if isinstance(chunk, SCALARS) and isinstance(prefix, SCALARS):     # one chunk: plain floats
+            chunk, prefix = float(chunk), float(prefix)
+            flops = 4 * chunk * (prefix + (chunk + 1) / 2) * s.hidden
+            return float(self._roof(flops, (prefix + chunk) * s.kv_token_bytes)) if chunk > 0 else 0.0
         chunk, prefix = np.asarray(chunk, dtype=float), np.asarray(prefix, dtype=float)
         flops = 4 * chunk * (prefix + (chunk + 1) / 2) * s.hidden
         return np.where(chunk > 0, self._roof(flops, (prefix + chunk) * s.kv_token_bytes), 0.0)
@@ -212,18 +216,24 @@ class Costs:
                           np.asarray(tokens, float) * self.shape.kv_token_bytes)
 
     def kv_bytes(self, tokens):
+        if isinstance(tokens, SCALARS):            # one number (the loop asks one at a time): plain float
+            return float(tokens) * self.shape.kv_token_bytes
         return np.asarray(tokens, float) * self.shape.kv_token_bytes
 
     def pcie(self, nbytes):
         """Bytes split over the replica's `tp` PCIe links (each GPU sends its heads' share)."""
         hw = self.hw
+        if isinstance(nbytes, SCALARS):            # one transfer: the same arithmetic in plain floats
+            nbytes = float(nbytes)
+            return hw.pcie_latency + nbytes / (hw.tp * hw.pcie_bw) if nbytes > 0 else 0.0
         return np.where(np.asarray(nbytes) > 0, hw.pcie_latency + np.asarray(nbytes, float) / (hw.tp * hw.pcie_bw), 0.0)
 
     def decode_vectors(self, requests):
         """Decode Q/K/V to the host and the attention output back ([L3] Sec. 5.1: on the critical path)."""
         s = self.shape
-        up = np.asarray(requests, float) * (s.hidden + s.kv_token_bytes // s.dtype_bytes) * s.dtype_bytes
-        down = np.asarray(requests, float) * s.hidden * s.dtype_bytes
+        n = float(requests) if isinstance(requests, SCALARS) else np.asarray(requests, float)
+        up = n * (s.hidden + s.kv_token_bytes // s.dtype_bytes) * s.dtype_bytes
+        down = n * s.hidden * s.dtype_bytes
         return self.pcie(up) + self.pcie(down)
 
     def rankset_pim(self, loads, blocks, ranksets_on: bool):
