@@ -245,8 +245,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         # 2. the next event
         t_next = NEVER64
         for c in range(n_ch):
-            _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-                    eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+            if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
+                _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                        slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -265,8 +266,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 continue
             t = t_next
             for _ in range(1 << 30):
-                _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-                        eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+                if not (cs[c, D_VALID] and cs[c, D_T] >= t):
+                    _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                            slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
