@@ -12,6 +12,15 @@ Queues are doubly linked lists threaded through the requests (a request is in
 at most one queue at a time): per bank its read, write, active and command
 queue, per channel its staged reads and writes. Scalars of a channel live in
 one row of `cs`.
+
+The scheduler's choice is kept incrementally rather than rescanned (`_best_cached`):
+each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
+recomputed only when something happens at the bank (a request enters or leaves,
+a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
+a lower bound, since next_at only rises, and is recomputed only when the bound
+could beat the best candidate so far. The loop jumps from event to event (a
+command, a refresh falling due, an arrival), as the reference does; fcfs, which
+looks at one request, scans (`_best_oldest`).
 """
 from __future__ import annotations
 
