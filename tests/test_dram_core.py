@@ -130,3 +130,30 @@ def test_compiled_core_equals_the_reference_on_random_streams(config, options, r
     assert compiled.command_log == python.command_log
     assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
                                                                              python.commands)
+
+
+def _stored_or_replayed(case) -> bool:
+    """Is the trace in the repository, or regenerated for CASES anyway? (the others take about 12 s of
+    CPU to regenerate, so they are replayed under `-m slow`)"""
+    ref = V.reference_dir()
+    m = next(m for m in V.manifest(ref) if (m["config"], m["trace"]) == case)
+    return (ref / m["part"] / "traces" / m["file"]).exists() or case in {(c, t) for c, t, _, _ in CASES}
+
+
+@pytest.mark.parametrize("config,trace", [pytest.param(*c, marks=() if _stored_or_replayed(c) else pytest.mark.slow)
+                                          for c in V.all_cases(V.reference_dir())])
+def test_compiled_core_equals_the_reference_on_every_shared_trace(dram_traces, config, trace):
+    """Every trace of the reference dataset (main and extra), its first 1,000 requests under the
+    memory's own controller: the same command log from both engines."""
+    path = V.ensure_traces(V.reference_dir(), dram_traces, [(config, trace)])[(config, trace)]
+    memory = load_spec(str(specs_dir() / "reference" / "dram.pim"))[0].memories[config]
+    full = read_trace(str(path), memory, "dramsim3")
+    n = 1000
+    prefix = Trace(full.arrival[:n], full.is_write[:n], full.channel[:n], full.bank[:n], full.row[:n],
+                   full.column[:n])
+    python = replay(memory, prefix, record_commands=True, engine="python")
+    compiled = replay(memory, prefix, record_commands=True, engine="compiled")
+    assert len(python.command_log) >= len(prefix)
+    assert compiled.command_log == python.command_log
+    assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
+                                                                             python.commands)
