@@ -219,6 +219,7 @@ def side_by_side(args) -> int:
     ref = V.reference_dir()
     configs = json.loads((ref / "configs.json").read_text())
     work = Path(args.traces) if args.traces else Path(tempfile.mkdtemp(prefix="pimdsl-side-"))
+    # (the results name each simulator's program, not its path: a path names the machine)
     sims = {name: Path(path).resolve() for name, path in (("DRAMsim3", args.dramsim3), ("Ramulator2", args.ramulator2))
             if path}
     cases = [c for c in SIDE_BY_SIDE if not args.only or c[0] in args.only]
@@ -252,7 +253,7 @@ def side_by_side(args) -> int:
                 row[f"ratio_{what}"] = {k: round(v / median["pimdsl"], 2) for k, v in median.items() if k != "pimdsl"}
             rows = [r for r in rows if (r["case"], r["requests"]) != (label, n)] + [row]
             _write_side_by_side(json_path, {"machine": machine(), "runs": args.runs,
-                                             "simulators": {k: str(v) for k, v in sims.items()}, "rows": rows})
+                                             "simulators": {k: v.name for k, v in sims.items()}, "rows": rows})
             print(f"{label:26s} {n:>9,}  " + "  ".join(f"{k} {v:.2f} s ({row['cpu_s_median'][k]:.2f} s CPU)"
                                                        for k, v in row["wall_s_median"].items())
                   + "  ratios " + ", ".join(f"{k} {v:.2f} ({row['ratio_cpu_s'][k]:.2f} CPU)"

@@ -3,16 +3,20 @@
 Each case replays a prefix of a reference trace (random mixes, bank conflicts, streams; one and
 eight channels) under one set of controller options, once through `interpreter/dram/controller.py` (the
 reference) and once through `interpreter/dram/core.py`, and compares every issued command, every request's
-acceptance and completion cycle, the command counts and the rank-cycles with a row open.
+acceptance and completion cycle, the command counts and the rank-cycles with a row open; and random
+request streams under random controller options (hypothesis).
 """
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
 from pimdsl.frontend.pipeline import load_spec                       # noqa: E402
 from pimdsl.frontend.resources import specs_dir                      # noqa: E402
+from pimdsl.interpreter.dram.controller import request_tables            # noqa: E402
 from pimdsl.interpreter.dram.memory_system import replay                  # noqa: E402
 from pimdsl.interpreter.dram.traces import Trace, read_trace              # noqa: E402
 from pimdsl.validation import dram_reference as V                   # noqa: E402
@@ -81,3 +85,75 @@ def test_compiled_core_issues_the_reference_engines_commands(paths, config, trac
     # the standby energy's open-row time, tracked by each engine from its own issues
     assert compiled.active_rank_cycles == python.active_rank_cycles > 0
     assert compiled.energy_pj == python.energy_pj
+
+
+OPTIONS = {"queue_structure": ["transaction", "per_bank"], "scheduler": ["fcfs", "frfcfs", "frfcfs_rowhit"],
+           "page_policy": ["open", "closed"], "precharge_for": ["oldest", "any"], "row_hit_cap": ["0", "4"],
+           "bank_arbitration": ["oldest", "round_robin"]}
+
+
+DEFAULTS = {"queue_structure": "transaction", "scheduler": "frfcfs", "page_policy": "open", "precharge_for": "oldest",
+            "row_hit_cap": "0", "bank_arbitration": "oldest"}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+# a row hit arriving while an older miss waits out tRAS for its PRE: it goes first
+@example(config="ddr4_3200", options=DEFAULTS, reqs=[(0, False, 0, 0, 0), (0, False, 0, 0, 1), (30, False, 0, 0, 0)],
+         depth=32, batch=False)
+# a refresh closes a bank while requests wait there
+@example(config="ddr4_3200", options=DEFAULTS, reqs=[(6200, False, 0, 0, i % 4) for i in range(8)], depth=32,
+         batch=False)
+@given(config=st.sampled_from(["ddr4_3200", "hbm2", "lpddr5_6400"]),
+       options=st.fixed_dictionaries({k: st.sampled_from(v) for k, v in OPTIONS.items()}),
+       reqs=st.lists(st.tuples(st.one_of(st.integers(0, 400), st.integers(0, 20000)), st.booleans(),
+                               st.integers(0, 7), st.sampled_from([0, 1, 5, -1]), st.integers(0, 3)),
+                     min_size=1, max_size=150),
+       depth=st.sampled_from([4, 32]), batch=st.booleans())
+def test_compiled_core_equals_the_reference_on_random_streams(config, options, reqs, depth, batch):
+    """Random arrivals (bursts, and sparse ones that refreshes fall between), channels, banks (a few, in
+    one bank group, across groups and ranks) and rows (few per bank: hits, misses and conflicts) under
+    random controller options and queue depths: the same command log from both engines."""
+    overrides = [f"{config}.controller.{k}={v}" for k, v in options.items()]
+    overrides += [f"{config}.controller.read_queue_depth={depth}", f"{config}.controller.write_queue_depth={depth}"]
+    if batch and options["queue_structure"] == "per_bank":          # (a batch drain needs command queues)
+        overrides.append(f"{config}.controller.write_drain=batch")
+    spec, diags = load_spec(str(specs_dir() / "reference" / "dram.pim"), overrides)
+    assert spec is not None, diags.render_all()
+    memory = spec.memories[config]
+    n_ch = memory.organization.channels
+    banks = request_tables(memory).banks
+    reqs = sorted(reqs)
+    trace = Trace([r[0] for r in reqs], [r[1] for r in reqs], [r[2] % n_ch for r in reqs],
+                  [r[3] % banks for r in reqs], [r[4] for r in reqs], [0] * len(reqs))
+    python = replay(memory, trace, record_commands=True, engine="python")
+    compiled = replay(memory, trace, record_commands=True, engine="compiled")
+    assert compiled.command_log == python.command_log
+    assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
+                                                                             python.commands)
+
+
+def _stored_or_replayed(case) -> bool:
+    """Is the trace in the repository, or regenerated for CASES anyway? (the others take about 12 s of
+    CPU to regenerate, so they are replayed under `-m slow`)"""
+    ref = V.reference_dir()
+    m = next(m for m in V.manifest(ref) if (m["config"], m["trace"]) == case)
+    return (ref / m["part"] / "traces" / m["file"]).exists() or case in {(c, t) for c, t, _, _ in CASES}
+
+
+@pytest.mark.parametrize("config,trace", [pytest.param(*c, marks=() if _stored_or_replayed(c) else pytest.mark.slow)
+                                          for c in V.all_cases(V.reference_dir())])
+def test_compiled_core_equals_the_reference_on_every_shared_trace(dram_traces, config, trace):
+    """Every trace of the reference dataset (main and extra), its first 1,000 requests under the
+    memory's own controller: the same command log from both engines."""
+    path = V.ensure_traces(V.reference_dir(), dram_traces, [(config, trace)])[(config, trace)]
+    memory = load_spec(str(specs_dir() / "reference" / "dram.pim"))[0].memories[config]
+    full = read_trace(str(path), memory, "dramsim3")
+    n = 1000
+    prefix = Trace(full.arrival[:n], full.is_write[:n], full.channel[:n], full.bank[:n], full.row[:n],
+                   full.column[:n])
+    python = replay(memory, prefix, record_commands=True, engine="python")
+    compiled = replay(memory, prefix, record_commands=True, engine="compiled")
+    assert len(python.command_log) >= len(prefix)
+    assert compiled.command_log == python.command_log
+    assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
+                                                                             python.commands)

@@ -12,6 +12,15 @@ Queues are doubly linked lists threaded through the requests (a request is in
 at most one queue at a time): per bank its read, write, active and command
 queue, per channel its staged reads and writes. Scalars of a channel live in
 one row of `cs`.
+
+The scheduler's choice is kept incrementally rather than rescanned (`_best_cached`):
+each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
+recomputed only when something happens at the bank (a request enters or leaves,
+a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
+a lower bound, since next_at only rises, and is recomputed only when the bound
+could beat the best candidate so far. The loop jumps from event to event (a
+command, a refresh falling due, an arrival), as the reference does; fcfs, which
+looks at one request, scans (`_best_oldest`).
 """
 from __future__ import annotations
 
@@ -77,7 +86,7 @@ def build_tables(tables: ChannelTables):
 
 # ---- timing state ---------------------------------------------------------------------------------
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)
 def _earliest(T, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
     s = slot_base[cmd] + k
@@ -211,6 +220,11 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         cs[c, NEXT_DUE] = nd
     times = np.zeros(n_ch, np.int64)
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
+    # per queue, its bank's cached candidates (_best_cached): count, commands, requests, lower bounds of
+    # their issue cycles, and whether they are stale
+    cache = (np.zeros(nq, np.int64), np.zeros((nq, 3), np.int64), np.zeros((nq, 3), np.int64),
+             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_))
+    stale = cache[4]
     head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
         # 1. offer eligible requests in trace order
@@ -225,6 +239,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 where[head] = 4
             else:
                 _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, head)
+                _touch(stale, nb, c, bank[head], bank[head] + 1)
             cs[c, D_VALID] = 0
             head += 1
         if head >= n:
@@ -239,8 +254,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         # 2. the next event
         t_next = NEVER64
         for c in range(n_ch):
-            _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-                    eligible, order, accepted, row, is_write, bank, level, span, cands)
+            if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
+                _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                        slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -259,8 +275,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 continue
             t = t_next
             for _ in range(1 << 30):
-                _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-                        eligible, order, accepted, row, is_write, bank, level, span, cands)
+                if not (cs[c, D_VALID] and cs[c, D_T] >= t):
+                    _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                            slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -289,9 +306,11 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     n_rec += 1
                 if req < 0:
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
+                    _touch(stale, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
                                     is_write, qhead, qtail, qlen, nxt, prv, where)
+                    _touch(stale, nb, c, k, k + 1)
             if per_bank:
                 r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
@@ -305,6 +324,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     cs[c, MOVED] += 1
                     in_bank[c, bank[r]] += 1
                     _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r)
+                    _touch(stale, nb, c, bank[r], bank[r] + 1)
                     cs[c, D_VALID] = 0
         now = t_next + 1
     return 0, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
@@ -391,7 +411,7 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 @njit(cache=True, _nrt=False)
 def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-            eligible, order, accepted, row, is_write, bank, level, span, cands):
+            eligible, order, accepted, row, is_write, bank, level, span, cands, cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
@@ -409,7 +429,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
     else:
         found, bt, bcmd, bk, breq = _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
                                           qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
-                                          cands)
+                                          cands, cache)
         if act2 >= 0 and (not found or bt > now):      # an idle command cycle
             found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
         elif (P[P_SYNC] and found and breq >= 0 and bt >= cs[c, CLOCK_UNTIL] and bcmd != P[P_ACT]
@@ -434,7 +454,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
 
 @njit(cache=True, inline="always", _nrt=False)
 def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
-          eligible, order, accepted, row, is_write, bank, cands):
+          eligible, order, accepted, row, is_write, bank, cands, cache):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
     n_units = P[P_NU]
     base = c * P[P_NA]
@@ -466,11 +486,16 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     elif n_writes and (n_writes >= high or not n_reads):
         cs[c, WRITE_MODE] = 1
     kinds = (CQ, -1) if per_bank else (AQ, -1 if refreshing else (WQ if cs[c, WRITE_MODE] else RQ))
+    if not P[P_FCFS]:
+        found, bt, bcls, bord, bcmd, bk, breq = _best_cached(
+            T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq)
+        return found, bt, bcmd, bk, breq
     for kind in kinds:
         if kind < 0:
             continue
         cls = 0 if kind == AQ else 2
-        found, bt, bcls, bord, bcmd, bk, breq = _best_of(
+        found, bt, bcls, bord, bcmd, bk, breq = _best_oldest(
             T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
     return found, bt, bcmd, bk, breq
@@ -506,80 +531,134 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 
 @njit(cache=True, _nrt=False)
-def _best_of(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
+def _best_oldest(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
+                 order, accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
+    """fcfs: the candidates of the oldest queued request only."""
+    nb = P[P_NB]
+    only = -1
+    for b in range(nb):
+        q = (c * 4 + kind) * nb + b
+        if qlen[q] and not (blocked[c, b] and cls):
+            r = qhead[q]
+            if only < 0 or order[r] < order[only]:
+                only = r
+    if only < 0:
+        return found, bt, bcls, bord, bcmd, bk, breq
+    b = bank[only]
+    orow = open_row[c, b]
+    if orow < 0 and no_act:             # no ACT before the previous one's second cycle
+        return found, bt, bcls, bord, bcmd, bk, breq
+    cand_cmd, cand_req = cands[0], cands[1]
+    nc = _bank_cands(P, c, b, only, True, orow, qhead, qlen, nxt, hits, accepted, row, is_write, cand_cmd, cand_req)
+    # ties: the oldest request, or (round_robin) the first bank after the last served
+    ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
+    for i in range(nc):
+        req = cand_req[i]
+        t = _earliest(T, next_at, base, cand_cmd[i], b, max(now, eligible[req]))
+        o = ahead + order[req]
+        if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
+            found = True
+            bt, bcls, bord, bcmd, bk, breq = t, cls, o, cand_cmd[i], b, req
+    return found, bt, bcls, bord, bcmd, bk, breq
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _bank_cands(P, c, b, first, single, orow, qhead, qlen, nxt, hits, accepted, row, is_write, cand_cmd, cand_req):
+    """A bank's candidate commands for its queue from `first` (only `first` when `single`) into
+    cand_cmd / cand_req; returns how many: a closed bank's ACT, else the first queued hit of each
+    kind and the PRE for its oldest miss (controller._best_of)."""
     nb = P[P_NB]
     mixed, any_miss = P[P_PER_BANK] != 0, P[P_ANY] != 0
     rowhit, cap = P[P_ROWHIT] != 0, P[P_CAP]
-    only = -1
-    if P[P_FCFS]:                       # only the oldest request
-        for b in range(nb):
-            q = (c * 4 + kind) * nb + b
-            if qlen[q] and not (blocked[c, b] and cls):
-                r = qhead[q]
-                if only < 0 or order[r] < order[only]:
-                    only = r
-        if only < 0:
-            return found, bt, bcls, bord, bcmd, bk, breq
+    if orow < 0:
+        cand_cmd[0] = P[P_ACT]
+        cand_req[0] = first
+        return 1
+    nc = 0
+    rd_hit = wr_hit = -1
+    miss = first if row[first] != orow else -1
+    r = first
+    while r >= 0:
+        if row[r] == orow:
+            if is_write[r]:
+                if wr_hit < 0:
+                    wr_hit = r
+            elif rd_hit < 0:
+                rd_hit = r
+            if (not mixed or rd_hit >= 0 and wr_hit >= 0) and (miss >= 0 or not any_miss):
+                break
+        elif any_miss and miss < 0:
+            miss = r
+            if rd_hit >= 0 and wr_hit >= 0 or not mixed and (rd_hit >= 0 or wr_hit >= 0):
+                break
+        r = -1 if single else nxt[r]
+    for hit in (rd_hit, wr_hit):
+        if hit >= 0:
+            cand_cmd[nc] = _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write)
+            cand_req[nc] = hit
+            nc += 1
+    if miss >= 0 and qlen[(c * 4 + AQ) * nb + b] == 0 and (
+            nc == 0 or not rowhit or (cap and hits[c, b] >= cap)
+            or not mixed and accepted[cand_req[0]] > accepted[miss]):
+        cand_cmd[nc] = P[P_PRE]
+        cand_req[nc] = miss
+        nc += 1
+    return nc
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+                 accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
+    """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
+    `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
+    issue cycle, and a stale flag. A bank's candidates change only when something happens at the bank
+    (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached cycle
+    is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best so far."""
+    cc_n, cc_cmd, cc_req, cc_lb, stale = cache
+    nb = P[P_NB]
+    act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
-    for b in range(nb):
-        q = (c * 4 + kind) * nb + b
-        if only >= 0:
-            if bank[only] != b:
-                continue
-        elif not qlen[q]:
+    for kind in kinds:
+        if kind < 0:
             continue
-        if blocked[c, b] and cls:
-            continue
-        orow = open_row[c, b]
-        first = only if only >= 0 else qhead[q]
-        nc = 0
-        if orow < 0:
-            if no_act:                  # no ACT before the previous one's second cycle
+        cls = 0 if kind == AQ else 2
+        q0 = (c * 4 + kind) * nb
+        for b in range(nb):
+            q = q0 + b
+            if not qlen[q] or blocked[c, b] and cls:
                 continue
-            cand_cmd[0] = P[P_ACT]
-            cand_req[0] = first
-            nc = 1
-        else:
-            rd_hit = wr_hit = -1
-            miss = first if row[first] != orow else -1
-            r = first
-            while r >= 0:
-                if row[r] == orow:
-                    if is_write[r]:
-                        if wr_hit < 0:
-                            wr_hit = r
-                    elif rd_hit < 0:
-                        rd_hit = r
-                    if (not mixed or rd_hit >= 0 and wr_hit >= 0) and (miss >= 0 or not any_miss):
-                        break
-                elif any_miss and miss < 0:
-                    miss = r
-                    if rd_hit >= 0 and wr_hit >= 0 or not mixed and (rd_hit >= 0 or wr_hit >= 0):
-                        break
-                r = -1 if only >= 0 else nxt[r]
-            for hit in (rd_hit, wr_hit):
-                if hit >= 0:
-                    cand_cmd[nc] = _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write)
-                    cand_req[nc] = hit
-                    nc += 1
-            if miss >= 0 and qlen[(c * 4 + AQ) * nb + b] == 0 and (
-                    nc == 0 or not rowhit or (cap and hits[c, b] >= cap)
-                    or not mixed and accepted[cand_req[0]] > accepted[miss]):
-                cand_cmd[nc] = P[P_PRE]
-                cand_req[nc] = miss
-                nc += 1
-        # ties: the oldest request, or (round_robin) the first bank after the last served
-        ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
-        for i in range(nc):
-            req = cand_req[i]
-            t = now if now >= eligible[req] else eligible[req]
-            t = _earliest(T, next_at, base, cand_cmd[i], b, t)
-            o = ahead + order[req]
-            if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
-                found = True
-                bt, bcls, bord, bcmd, bk, breq = t, cls, o, cand_cmd[i], b, req
+            if stale[q]:
+                n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
+                                is_write, cand_cmd, cand_req)
+                for i in range(n):
+                    cc_cmd[q, i], cc_req[q, i], cc_lb[q, i] = cand_cmd[i], cand_req[i], 0
+                cc_n[q] = n
+                stale[q] = False
+            # ties: the oldest request, or (round_robin) the first bank after the last served
+            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
+            for i in range(cc_n[q]):
+                cmd = cc_cmd[q, i]
+                if no_act and cmd == act:       # no ACT before the previous one's second cycle
+                    continue
+                req = cc_req[q, i]
+                t = max(now, cc_lb[q, i])
+                o = ahead + order[req]
+                if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
+                    continue                    # its bound cannot win
+                t = _earliest(T, next_at, base, cmd, b, max(t, eligible[req]))
+                cc_lb[q, i] = t
+                if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
+                    found = True
+                    bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
     return found, bt, bcls, bord, bcmd, bk, breq
+
+
+@njit(cache=True, _nrt=False)
+def _touch(stale, nb, c, b0, b1):
+    """Banks b0 .. b1 - 1 changed (a queue, the open row, the hit count): their cached candidates are stale."""
+    for kind in range(4):
+        for b in range(b0, b1):
+            stale[(c * 4 + kind) * nb + b] = True
 
 
 @njit(cache=True, _nrt=False)
