@@ -181,8 +181,8 @@ def _neupims_table5(by: dict) -> list[str]:
         f"| ours, per channel | {ours['npu_only'] / channels:.4f} | {ours['neupims'] / channels:.4f} | {ratio_ours:.3f} | "
         f"{fmt(speedup, '.3f')} | {e_ours:.3f} |", "",
         prediction_count([ratio_ours / ratio_paper - 1, e_ours / e_paper - 1], "[NEUPIMS] Table 5",
-                         "(the power ratio and the memory energy per token ratio; the absolute powers are not "
-                         "compared: the paper does not say per what they are)"), "",
+                         "They are the power ratio and the memory energy per token ratio; the absolute powers are not "
+                         "compared, as the paper does not say per what they are."), "",
         "By component (W, device): "
         + "; ".join(f"{name} standby {comp(r, 'dram_standby'):.3f}, PIM commands {comp(r, 'pim_commands'):.3f}, "
                     f"NPU traffic {comp(r, 'host_accesses'):.3f}" for name, r in (("NPU-only", base), ("NeuPIMs", own)))
