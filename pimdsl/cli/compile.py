@@ -21,6 +21,7 @@ folder, so that identical compiles give identical folders.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -84,6 +85,9 @@ def run(args) -> int:
               f"  hint: lower --max-requests or raise the limit with --max-work {lines * 2:.2g}", file=sys.stderr)
         return 1
     summary = {"system": system.name, "model": system.model.name, "steps": {}, "memory_bytes": memory_bytes(*steps)}
+    # the compiled steps live to the end: the collector need not walk them again for every batch of
+    # placed commands an unrolled trace builds (those are freed as they are written)
+    gc.freeze()
     try:
         with atomic_folder(args.output) as tmp:
             for program in steps:

@@ -301,8 +301,8 @@ class _Expansion:
             return False
         try:
             out.extend(placed_batch(site, env, self.memory.organization.banks_per_group))
-        except _Unbatched:
-            return False
+        except (_Unbatched, ProgramError, ArithmeticError, ValueError):
+            return False             # the walk gives it (and any error, at the same command as ever)
         return True
 
 
