@@ -26,7 +26,11 @@ the issue site and the command's places), building no Loop or Command: all
 that a text trace or a timer of every command needs. Both walks share each
 statement's site (names, argument and place functions), worked out once per
 expansion, and give a loop the scope of the point where it stands (a later
-`let` of its body does not reach it).
+`let` of its body does not reach it). `placed` evaluates a whole loop nest at
+once where it can (`placed_batch`: each statement once over numpy arrays of
+every iteration, the commands then put in program order), and walks command
+by command a loop that heads announced work, whose nested trip counts differ
+between iterations, or that is too large to hold at once.
 
 A program's top-level `let`s are its parameters: `expand(..., params=)` sets
 any of them by name instead of its declared expression.
