@@ -18,7 +18,7 @@ from pimdsl.ir.errors import PimdslError, Span
 from .conftest import ROOT
 
 # control flow inside one module, never shown to a user as an error (NothingToDo: exit 0)
-INTERNAL = {"Aborted", "_Skip", "_Hang", "NothingToDo"}
+INTERNAL = {"Aborted", "_Skip", "_Hang", "NothingToDo", "_Unbatched"}
 GEMV = str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim")
 
 

@@ -68,21 +68,24 @@ def _escaped(text: str) -> str:
 
 
 class _Formats(dict):
-    """Issue site -> its line's format and whether it announces (`_format`), at its first command."""
+    """Issue site -> its line's format and whether it announces (1 or 0; `_format`), at its first command."""
 
     def __init__(self, memory: Memory, channel: int, op: str):
         super().__init__()
         self.decls, self.channel, self.op = _decls(memory), channel, op
 
     def __missing__(self, site):
-        entry = self[site] = _format(self.decls, site.name, site.kind, self.channel, self.op,
-                                     tuple(n for n, _ in site.shown))
+        text, announces = _format(self.decls, site.name, site.kind, self.channel, self.op,
+                                  tuple(n for n, _ in site.shown))
+        entry = self[site] = (text, int(announces))
         return entry
 
 
-def _values(p: tuple, announces: bool) -> tuple:
-    """A placed command's (PLACED, with `args`) printed values after the cycle."""
-    return p[2:7] + p[9] + ((p[7],) if announces else ())
+def _lines(formats: _Formats, placed: list, cycles) -> list[str]:
+    """The lines of placed commands (PLACED, with `args`) issued at `cycles`: each the cycle, then
+    rank, bank group, bank, row, column, the issue's other arguments and an announced estimate
+    (`p[7:8]` once when its site announces, else not at all)."""
+    return [(f := formats[p[0]])[0] % ((cycle,) + p[2:7] + p[9] + p[7:8] * f[1]) for p, cycle in zip(placed, cycles)]
 
 
 def structured_lines(memory: Memory, items, op: str, depth: int = 0) -> Iterator[str]:
@@ -149,14 +152,14 @@ def timed_chunks(memory: Memory, placed: Iterable[list], op: str, key: tuple | N
                 while n < len(issued) and issued[n] <= at:
                     n += 1
                 refreshes.append((done + n, unit, at))
-        lines = []
-        for n, (p, cycle) in enumerate(zip(chunk, cycles[done:done + len(chunk)])):
-            while next_ref < len(refreshes) and refreshes[next_ref][0] == done + n:
-                lines.append(ref % (refreshes[next_ref][2], refreshes[next_ref][1]))
-                next_ref += 1
-            text, announces = formats[p[0]]
-            lines.append(text % ((cycle,) + _values(p, announces)))
-        done += len(chunk)
+        lines, start, end = [], 0, done + len(chunk)
+        while next_ref < len(refreshes) and refreshes[next_ref][0] < end:
+            at = refreshes[next_ref][0] - done            # the refresh comes before command `at`
+            lines += _lines(formats, chunk[start:at], cycles[done + start:done + at])
+            lines.append(ref % (refreshes[next_ref][2], refreshes[next_ref][1]))
+            start, next_ref = at, next_ref + 1
+        lines += _lines(formats, chunk[start:], cycles[done + start:end])
+        done = end
         yield "".join(lines)
     if fresh and key is not None and sum(len(v[1]) for v in _CYCLES.values()) + len(cycles) <= MAX_CACHED_CYCLES:
         _CYCLES[(id(memory), key)] = (memory, cycles, refreshes, ref_decl)

@@ -26,7 +26,11 @@ the issue site and the command's places), building no Loop or Command: all
 that a text trace or a timer of every command needs. Both walks share each
 statement's site (names, argument and place functions), worked out once per
 expansion, and give a loop the scope of the point where it stands (a later
-`let` of its body does not reach it).
+`let` of its body does not reach it). `placed` evaluates a whole loop nest at
+once where it can (`placed_batch`: each statement once over numpy arrays of
+every iteration, the commands then put in program order), and walks command
+by command a loop that heads announced work, whose nested trip counts differ
+between iterations, or that is too large to hold at once.
 
 A program's top-level `let`s are its parameters: `expand(..., params=)` sets
 any of them by name instead of its declared expression.
@@ -42,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import weakref
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Iterator
 
 import numpy as np
@@ -89,12 +94,14 @@ def expand(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, f
 
 
 def placed(memory: Memory, program: PimProgram, shape: dict, channel: int = 0, first_row: int = 0,
-           params: dict | None = None, times: int = 1, args: bool = False) -> Iterator[list[tuple]]:
+           params: dict | None = None, times: int = 1, args: bool = False, fast: bool = True) -> Iterator[list[tuple]]:
     """The same commands as `unroll(expand(...))` (the whole stream `times` over), as placed
     tuples (PLACED) built in program order with no Loop or Command objects, in lists of about
     CHUNK or more: what a text trace or a timer that wants every command needs. With `args`, each
-    tuple's last item holds the values of the issue's other arguments (`Site.shown`), for a trace."""
-    ex = _Expansion(memory, program, shape, channel, first_row, params, args)
+    tuple's last item holds the values of the issue's other arguments (`Site.shown`), for a trace.
+    With `fast`, loops are evaluated whole over numpy arrays where they can be (placed_batch);
+    without, command by command (the same tuples)."""
+    ex = _Expansion(memory, program, shape, channel, first_row, params, args, fast)
     out: list[tuple] = []
     for _ in range(times):
         for _ in ex.chunks(ex.root, ex.start(), out):
@@ -144,6 +151,7 @@ class _Body:
     announces: bool           # a command of its own heads work (an estimate): walked whole, never cut
     nested: bool              # it holds loops
     flat: bool                # it holds commands only, none announcing
+    announcing: bool = False  # a command of its own or of a nested loop announces work
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -172,8 +180,8 @@ class _Expansion:
     names no statement binds taken as constants)."""
 
     def __init__(self, memory: Memory, program: PimProgram, shape: dict, channel: int, first_row: int,
-                 params: dict | None, args: bool = False):
-        self.memory, self.channel, self.args = memory, channel, args
+                 params: dict | None, args: bool = False, fast: bool = False):
+        self.memory, self.channel, self.args, self.fast = memory, channel, args, fast
         self.decls = {c.name: c for c in memory.pim.commands}
         self.announcing = {name for name, d in self.decls.items() if ESTIMATE_ARG in d.args}
         self.timing_args = timing_args(memory)
@@ -192,7 +200,8 @@ class _Expansion:
         sites = tuple(self._site(s, stmts[i + 1:]) for i, s in enumerate(stmts))
         announces = any(type(s) is Site and s.announces for s in sites)
         return _Body(sites, announces, any(type(s) is _LoopSite for s in sites),
-                     not announces and all(type(s) is Site for s in sites))
+                     not announces and all(type(s) is Site for s in sites),
+                     announces or any(type(s) is _LoopSite and s.body.announcing for s in sites))
 
     def _site(self, stmt, rest: tuple):
         if type(stmt) is Let:
@@ -256,6 +265,8 @@ class _Expansion:
                 out.append(site.at(env))
             elif type(site) is _LetSite:
                 env[site.name] = site.value(env)
+            elif self.batched(site, env, out):
+                pass
             elif site.body.flat:         # commands only: no call per iteration
                 out.extend([s.at(scope) for scope in _scopes(site, env) for s in site.body.sites])
             else:
@@ -273,12 +284,30 @@ class _Expansion:
             return
         for site in body.sites:
             if type(site) is _LoopSite and site.body.nested:
+                if self.batched(site, env, out):
+                    continue
                 for scope in _scopes(site, env):
                     yield from self.chunks(site.body, scope, out)
                     if len(out) >= CHUNK:
                         yield
             else:
                 self.fill((site,), env, out)
+
+
+    def batched(self, site: _LoopSite, env: dict, out: list) -> bool:
+        """Append the placed commands of the whole loop `site` to `out`, its iterations evaluated
+        together over numpy arrays (placed_batch), and say so; False (nothing appended) for a loop
+        that is small, announces work, or whose nested trip counts differ between iterations."""
+        if not self.fast or site.body.announcing:
+            return False
+        count = max(0, int(site.count(env)))
+        if site.body.flat and count * len(site.body.sites) < MIN_BATCH:
+            return False
+        try:
+            out.extend(placed_batch(site, env, self.memory.organization.banks_per_group))
+        except (_Unbatched, ProgramError, ArithmeticError, ValueError):
+            return False             # the walk gives it (and any error, at the same command as ever)
+        return True
 
 
 def _scopes(site: _LoopSite, env: dict) -> Iterator[dict]:
@@ -293,6 +322,76 @@ def _scopes(site: _LoopSite, env: dict) -> Iterator[dict]:
     for i in range(count):
         scope[var] = i
         yield scope
+
+
+MIN_BATCH = 64                # a flat loop of fewer commands is walked command by command (numpy's overhead)
+MAX_LANES = 1 << 17           # iterations placed_batch evaluates at once, nested ones included (memory)
+
+
+class _Unbatched(Exception):
+    """A loop placed_batch leaves to the walk: too many iterations at once, nested trip counts that
+    differ between iterations, or a value that is not an integer."""
+
+
+def placed_batch(site: _LoopSite, env: dict, banks_per_group: int) -> list[tuple]:
+    """The placed commands (PLACED) of the whole loop `site` under `env`, in program order, as
+    `fill` gives them: every statement of the loop nest evaluated once over numpy arrays of all its
+    iterations (lanes), then the commands put in order by their positions."""
+    _, groups = _batch_body((site,), dict(env), 1)
+    placed, positions = [], []
+    for s, _lane, pos, (pc, rank, bank, row, column, timing, shown) in groups:
+        n = len(pos)
+        bank_group, b = np.divmod(bank, banks_per_group)
+        placed += zip(repeat(s, n), pc.tolist(), rank.tolist(), bank_group.tolist(), b.tolist(), row.tolist(),
+                      column.tolist(), repeat(0, n), timing.tolist(),
+                      zip(*[a.tolist() for a in shown]) if shown else repeat((), n))
+        positions.append(pos)
+    if not placed:
+        return []
+    return list(map(placed.__getitem__, np.argsort(np.concatenate(positions)).tolist()))
+
+
+def _batch_body(sites: tuple, env: dict, n: int) -> tuple[int, list]:
+    """`sites` over `n` lanes (each name of `env` an int, or an array of one value per lane): the
+    commands each lane issues, and the groups of its commands, (site, lane, position in its lane,
+    values) with arrays of one entry per command (lane None: one command per lane, at `position`)."""
+    groups, per_lane = [], 0
+    for site in sites:
+        if type(site) is Site:
+            groups.append((site, None, per_lane, _batch_values(site, env, n)))
+            per_lane += 1
+        elif type(site) is _LetSite:
+            env[site.name] = site.value(env)
+        else:
+            count = np.unique(np.asarray(site.count(env)))
+            if len(count) != 1:
+                raise _Unbatched
+            count = max(0, int(count[0]))
+            if count == 0:
+                continue
+            lanes = n * count
+            if lanes > MAX_LANES:
+                raise _Unbatched
+            inner = {k: np.repeat(v, count) if isinstance(v, np.ndarray) else v for k, v in env.items()}
+            inner[site.var] = np.tile(np.arange(count, dtype=np.int64), n)
+            each, inner_groups = _batch_body(site.body.sites, inner, lanes)
+            for s, lane, pos, values in inner_groups:
+                lane = np.arange(lanes) if lane is None else lane
+                groups.append((s, lane // count, per_lane + (lane % count) * each + pos, values))
+            per_lane += count * each
+    return per_lane, groups
+
+
+def _batch_values(site: Site, env: dict, n: int) -> tuple:
+    """A site's places, timing argument and shown arguments over `n` lanes, each an int64 array."""
+    def lanes(f) -> np.ndarray:
+        value = np.asarray(f(env))
+        if value.dtype.kind not in "iu":
+            raise _Unbatched
+        return np.broadcast_to(value.astype(np.int64, copy=False), (n,))
+    zero = np.zeros(n, dtype=np.int64)
+    return (*(lanes(f) for f in site.place), lanes(site.timing) if site.timing is not None else zero,
+            tuple(lanes(f) for _, f in site.shown))
 
 
 def _bound(stmts: tuple) -> set[str]:

@@ -89,7 +89,8 @@ def _pair_moves(device, activity, z, order):
         if moved:
             z[hi] -= shift
             z[lo] += shift
-            moves[n_moves] = (moved, hi, lo)
+            # element by element: a tuple stored into a row costs numba seconds of compile (its checks)
+            moves[n_moves, 0], moves[n_moves, 1], moves[n_moves, 2] = moved, hi, lo
             n_moves += 1
     return moves[:n_moves]
 

@@ -219,9 +219,13 @@ class CommandTimer:
 
     def _track_rows(self, decl, level, k, bank, c, position):
         """Open rows per row buffer (`mem`, and `pim` for dual-row-buffer PIM banks)."""
-        buffers = self.open_row[c.channel]
-        rows = buffers.setdefault(self._buffer(decl), [-1] * self.tables.banks)
-        banks = [bank] if level == BANK else list(self.tables.descendants(level, k, BANK))
+        buffers, buffer = self.open_row[c.channel], self._buffer(decl)
+        rows = buffers.get(buffer)
+        if rows is None:
+            rows = buffers[buffer] = [-1] * self.tables.banks
+        if not (decl.opens or decl.closes or decl.refresh or "row" in decl.reads or "row" in decl.writes):
+            return
+        banks = [bank] if level == BANK else self.tables.descendants(level, k, BANK)
         if decl.opens:
             for b in banks:
                 if rows[b] >= 0:
