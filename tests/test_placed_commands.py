@@ -4,6 +4,7 @@ bundled PIM program, announced estimates included; both give a loop the scope wh
 loops evaluated over numpy arrays give the tuples of the command-by-command walk; and expressions specialized to an expansion's constants compute what the plain ones do."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -170,3 +171,14 @@ def test_any_loop_nest_over_arrays_gives_the_walk_s_commands_or_error(program, l
         assert _outcome(memory, program, True) == _outcome(memory, program, False)
     finally:
         pim_program.MAX_LANES = original
+
+
+def test_a_negative_exponent_is_a_located_program_error_not_a_crash():
+    """Program values are integers: `0 ^ -1` (or any negative exponent, one value or a whole loop's
+    array) is the program's error at the expression, never Python's ZeroDivisionError."""
+    power = Apply("^", (Name("i", SPAN), Name("e", SPAN)), SPAN)
+    for exponent in (-1, np.array([2, -1])):
+        with pytest.raises(ProgramError, match="negative exponent") as caught:
+            compiled(power)({"i": 0, "e": exponent})
+        assert caught.value.span == SPAN
+    assert compiled(power)({"i": 3, "e": 2}) == 9

@@ -131,6 +131,15 @@ def _closure(expr: Expr):
                 raise ProgramError(f"division by zero in '{op}'", span)
             return fn(a(env), y)
         return checked
+    if expr.op == "^":                       # integer programs: a negative exponent has no integer value
+        span = expr.span
+
+        def power(env):
+            y = b(env)
+            if np.any(np.asarray(y) < 0):
+                raise ProgramError("negative exponent in '^' (a program's values are integers)", span)
+            return fn(a(env), y)
+        return power
     if expr.op in ("min", "max"):
         pick = min if expr.op == "min" else max
         def extreme(env):
