@@ -124,6 +124,21 @@ def test_calibration_diagnostics(tmp_path):
     assert f"{bad}:9:25: error: memory_efficiency must be a fraction in (0, 1], not 1.5" in text
 
 
+
+def test_a_link_with_a_negative_time_or_energy_is_a_diagnostic(tmp_path):
+    """A negative latency, step latency or energy per bit would give negative times and energies
+    (a fuzzed all-reduce took -0.16 s); each is refused at its value."""
+    bad = tmp_path / "bad.pim"
+    bad.write_text("gpu g { peak { fp16 = 1 TFLOPS; } memory_bandwidth = 1 TB/s; }\n"
+                   "link l {\n  kind = nvlink; bandwidth = 100 GB/s; latency = -1 us; energy_per_bit = -1 pJ;\n"
+                   "  endpoints = [g];\n  collective { algorithm = ring; step_latency = -3 us; bus_bandwidth = 90 GB/s; }\n}\n")
+    spec, diags = load_spec(str(bad), [])
+    text = diags.render_all()
+    assert spec is None
+    assert f"{bad}:3:50: error: a link's latency cannot be negative" in text
+    assert f"{bad}:3:74: error: a link's energy_per_bit cannot be negative" in text
+    assert f"{bad}:5:49: error: a collective's step_latency cannot be negative" in text
+
 @settings(max_examples=40, deadline=None)
 @given(st.integers(1, 5000), st.integers(64, 30000), st.integers(64, 30000), st.integers(1, 300))
 def test_gemm_time_grows_with_every_dimension(m, n, k, extra):

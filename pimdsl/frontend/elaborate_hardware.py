@@ -668,6 +668,9 @@ class HardwareBuilder:
                    self.el.count(node, r), r.quantity("bandwidth", U.BANDWIDTH) or 0.0,
                    r.quantity("latency", U.TIME, 0.0), r.symbols("endpoints", default=()), node.span,
                    energy_per_bit_j=r.quantity("energy_per_bit", U.ENERGY, 0.0))
+        for name, value in (("latency", out.latency_s), ("energy_per_bit", out.energy_per_bit_j)):
+            if value < 0:
+                r.fail(f"a link's {name} cannot be negative", name)
         block = r.block("collective")
         if block is not None:
             cr = Reader(self.ev, block)
@@ -675,6 +678,8 @@ class HardwareBuilder:
                               cr.quantity("bus_bandwidth", U.BANDWIDTH) or 0.0)
             if coll.bus_bandwidth_bytes_per_s <= 0:
                 cr.fail("a collective needs a positive bus_bandwidth", "bus_bandwidth", "e.g. `bus_bandwidth = 150 GB/s;`")
+            if coll.step_latency_s < 0:
+                cr.fail("a collective's step_latency cannot be negative", "step_latency")
             cr.finish()
             out = replace(out, collective=None if cr.failed else coll)
         r.finish()
