@@ -206,7 +206,8 @@ def _neupims_table5(by: dict) -> list[str]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", nargs="*", help="system file stems to run (default: all)")
+    ap.add_argument("--only", nargs="*", help="system file stems to run (default: all); "
+                    "the rows of the others are kept from the existing energy.json")
     ap.add_argument("--out", default=str(ROOT / "validation"), help="folder for energy.md and energy.json")
     args = ap.parse_args(argv)
     rows = []
@@ -220,6 +221,10 @@ def main(argv=None) -> int:
             print(f"{row['system']} {row['strategy']}: {fmt(row['energy_per_token_j'])} J/token "
                   f"({row['seconds']:.0f} s)", file=sys.stderr)
     out = Path(args.out)
+    if args.only and (out / "energy.json").exists():     # a partial run updates its systems' rows, keeps the rest
+        rerun = {r["system"] for r in rows}
+        kept = [r for r in json.loads((out / "energy.json").read_text()) if r["system"] not in rerun]
+        rows = sorted(kept + rows, key=lambda r: (r["system"], not r["own"]))
     (out / "energy.json").write_text(json.dumps(rows, indent=1) + "\n")
     write_markdown(rows, out / "energy.md")
     return 0
