@@ -126,6 +126,43 @@ def test_host_traffic_is_streamed_row_by_row():
     assert out["energy_j"]["by_component"]["host_accesses"] == pytest.approx(1000 * (64 * rd + act) * 1e-12, rel=1e-4)
 
 
+def test_bank_pu_reads_count_as_pim_commands_of_the_memory_their_role_names():
+    # L3's host memory (DDR4-3200 x8, 8 devices per rank, tCK 0.625 ns, 16 channels x 4 ranks): per rank
+    # an ACT 4200 pJ, a 64 B RD burst 2784 pJ, a WR 2352 pJ, a rank-cycle at active / precharge standby
+    # 312 / 222 pJ (the reference DDR4's currents). The bank PUs read 1000 rows of 8 KB: a burst per
+    # 64 B and an ACT per row; the GPUs write one row; `dimm_bank` is busy half of a 1 s run and is
+    # the host memory's (utilization_of), so its ranks are at active standby for that half.
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"gpu": 0.0, "dimm_bank": 0.5},
+                              "utilization_of": {"dimm_bank": "l3_host_mem"},
+                              "pim_traffic_bytes": {"l3_host_mem": 8192 * 1000},
+                              "dram_traffic_bytes": {"l3_host_mem": {"read": 0.0, "write": 8192}}})
+    e = out["energy_j"]
+    pim = 1000 * (128 * 2784 + 4200) * 1e-12
+    host = (128 * 2352 + 4200) * 1e-12
+    standby = 64 * (0.5 * 222 + 0.5 * 312) / 0.625                  # pJ per ns = W, over 1 s
+    assert e["by_component"]["pim_commands"] == pytest.approx(pim)
+    assert e["by_component"]["host_accesses"] == pytest.approx(host)
+    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + pim + host)
+    missing = e["not_counted"].split(", ")
+    assert not {"dimm_bank", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
+
+
+def test_a_pim_memorys_own_command_sample_counts_while_its_role_is_busy():
+    # L3's HBM-PIM (8 instances of 64 HBM2 pseudo-channels, tCK 1 ns): a sample of 10 RD bursts
+    # (1.2 V x (195 - 27.5) mA x 2 cycles = 402 pJ each) in 1 us on one channel is 4.02 mW per
+    # channel; `hbm_pim` busy half of a 1 s run: 64 channels x 8 instances x 0.5 s
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"hbm_pim": 0.5}, "utilization_of": {"hbm_pim": "l3_hbm_pim"},
+                              "pim_command_samples": {"l3_hbm_pim": {"command_counts": {"cmd.RD": 10},
+                                                                     "seconds": 1e-6, "refreshes": 0}}})
+    e = out["energy_j"]
+    assert e["by_component"]["pim_commands"] == pytest.approx(10 * 402e-12 / 1e-6 * 64 * 8 * 0.5)
+    assert "PIM command energy of l3_hbm_pim" not in e["not_counted"]
+
+
 def test_serving_loop_counts_pim_commands_and_npu_traffic():
     out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--json")
     assert out.returncode == 0, out.stderr
