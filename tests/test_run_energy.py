@@ -111,6 +111,29 @@ def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
     assert "pcie" not in e["not_counted"].split(", ")
 
 
+def test_a_link_counts_the_bytes_the_loop_moved_over_it():
+    # Hermes' DIMM links (1.17 pJ/bit, [HERMES_NDP] Table II): the loop's remaps moved 1 GB over them
+    # (`link_bytes`, all 8 links); counted by bytes, a utilization naming the link adds nothing more
+    system = system_of("specs/systems/hermes_ndp_llama2_13b.pim")
+    out = run_energy(system, {"end_to_end_s": 2.0, "tokens_per_s": 1.0,
+                              "utilization": {"pcie": 0.25, "link:hermes_dimm_link": 1.0},
+                              "link_bytes": {"hermes_dimm_link": 1e9}})
+    e = out["energy_j"]
+    assert e["by_resource"]["link:hermes_dimm_link"] == pytest.approx(1e9 * 8 * 1.17e-12)
+    assert e["by_component"]["links"] == pytest.approx(1e9 * 8 * 1.17e-12 + 0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert "link:hermes_dimm_link" not in e["not_counted"].split(", ")
+
+
+def test_the_hermes_loop_reports_its_remap_bytes_per_link(capsys):
+    from pimdsl.cli.main import main
+    assert main(["run", str(ROOT / "specs/systems/hermes_ndp_llama2_13b.pim"), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    moved = report["bytes_moved"]["dimm_link"]
+    assert moved > 0 and report["link_bytes"] == {"hermes_dimm_link": moved}
+    assert report["energy_j"]["by_resource"]["link:hermes_dimm_link"] == pytest.approx(moved * 8 * 1.17e-12)
+    assert not {"link:hermes_dimm_link", "ndp_dimm_mean"} & set(report["energy_j"]["not_counted"].split(", "))
+
+
 def test_host_traffic_is_streamed_row_by_row():
     # the phone's LPDDR5X channel (lpddr5.pim's assumed currents, tCK 0.9375 ns, x16, BL16: 32 B per
     # access, 2 KB rows): a burst 1.2 V x (243 - 47) mA x 2 cycles, an ACT per 2 KB row

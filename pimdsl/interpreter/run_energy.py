@@ -27,7 +27,9 @@ this module turns them into energy, so that every loop reports it the same way (
     a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`).
 
   * a link that declares `energy_per_bit`, for each utilization key that names it (`link:name`, its
-    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes.
+    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes;
+    or, where the loop reports the bytes it moved over the link (`link_bytes`: link name -> bytes,
+    all its instances), those bytes (and then not its utilization, which would count them twice).
 
 A utilization key that names a loop's role rather than a resource (`dimm_bank`, `hbm_pim`) counts for
 the resource the loop's `utilization_of` maps it to (key -> memory or processor name).
@@ -124,15 +126,17 @@ def run_energy(system, report: dict) -> dict:
     links = {l.name: l for l in system.links}
     busy_of: dict[str, list[float]] = {}
     not_counted = []
-    link_j: dict[str, float] = {}
+    moved = report.get("link_bytes") or {}
+    link_j = {f"link:{n}": b * 8 * links[n].energy_per_bit_j for n, b in moved.items()
+              if n in links and links[n].energy_per_bit_j}
     roles = report.get("utilization_of") or {}
     for key, util in (report.get("utilization") or {}).items():
         owner, kind = _resource_owner(roles.get(key, key), processors, memories)
         if kind == "pool":
             continue
         link = _link_of(key, links) if owner is None else None
-        if link is not None and not link.energy_per_bit_j:
-            continue                       # listed below with the links that count nothing
+        if link is not None and (not link.energy_per_bit_j or link.name in moved):
+            continue                       # listed below with the links that count nothing, or counted by bytes
         if link is not None:
             # busy at its bandwidth, each instance that reports apart for its share
             share = 1 if "[" in key else link.count
