@@ -196,7 +196,18 @@ def test_the_kv_the_bank_pus_read_and_the_gpus_write_is_every_requests_by_hand(s
     assert out["pim_traffic_bytes"] == {"l3_host_mem": pytest.approx(read * kv)}
     assert out["dram_traffic_bytes"] == {"l3_host_mem": {"read": 0.0, "write": pytest.approx(written * kv)}}
     assert out["utilization_of"] == {("dimm_bank" if strategy == "l3" else "rank_pu"): "l3_host_mem"}
-    assert out["energy_j"]["by_component"]["pim_commands"] > 0
+    # the bank PUs' commands: the attention programs' sample, per K and V byte read; the rank PUs
+    # read over the rank bus, a burst per access and an ACT per row
+    from pimdsl.interpreter.dram.energy import command_energy_pj, traffic_energy_pj
+    mem = next(m for m in s.memories if m.name == "l3_host_mem")
+    if strategy == "l3":
+        sample = out["pim_command_samples"]["l3_host_mem"]
+        assert sample["command_counts"]["mac.RD"] > 0 and sample["bytes"] == 2 * 512 * 32 * 128 * 2
+        one = command_energy_pj(mem, {**sample["command_counts"], "cmd.REF": sample["refreshes"]})["total"]
+        pim = one / sample["bytes"] * read * kv
+    else:
+        pim = traffic_energy_pj(mem, read * kv)
+    assert out["energy_j"]["by_component"]["pim_commands"] == pytest.approx(pim * 1e-12)
 
 
 def test_the_hbm_pim_baseline_counts_its_programs_commands_while_busy(capsys):

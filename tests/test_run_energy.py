@@ -149,16 +149,16 @@ def test_host_traffic_is_streamed_row_by_row():
     assert out["energy_j"]["by_component"]["host_accesses"] == pytest.approx(1000 * (64 * rd + act) * 1e-12, rel=1e-4)
 
 
-def test_bank_pu_reads_count_as_pim_commands_of_the_memory_their_role_names():
+def test_rank_pu_reads_stream_as_pim_commands_of_the_memory_their_role_names():
     # L3's host memory (DDR4-3200 x8, 8 devices per rank, tCK 0.625 ns, 16 channels x 4 ranks): per rank
     # an ACT 4200 pJ, a 64 B RD burst 2784 pJ, a WR 2352 pJ, a rank-cycle at active / precharge standby
-    # 312 / 222 pJ (the reference DDR4's currents). The bank PUs read 1000 rows of 8 KB: a burst per
-    # 64 B and an ACT per row; the GPUs write one row; `dimm_bank` is busy half of a 1 s run and is
-    # the host memory's (utilization_of), so its ranks are at active standby for that half.
+    # 312 / 222 pJ (the reference DDR4's currents). The rank PUs read 1000 rows of 8 KB with no command
+    # sample: a burst per 64 B and an ACT per row; the GPUs write one row; `rank_pu` is busy half of a
+    # 1 s run and is the host memory's (utilization_of), so its ranks are at active standby for that half.
     system = system_of("specs/systems/l3_gpt3_175b.pim")
     out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
-                              "utilization": {"gpu": 0.0, "dimm_bank": 0.5},
-                              "utilization_of": {"dimm_bank": "l3_host_mem"},
+                              "utilization": {"gpu": 0.0, "rank_pu": 0.5},
+                              "utilization_of": {"rank_pu": "l3_host_mem"},
                               "pim_traffic_bytes": {"l3_host_mem": 8192 * 1000},
                               "dram_traffic_bytes": {"l3_host_mem": {"read": 0.0, "write": 8192}}})
     e = out["energy_j"]
@@ -169,7 +169,18 @@ def test_bank_pu_reads_count_as_pim_commands_of_the_memory_their_role_names():
     assert e["by_component"]["host_accesses"] == pytest.approx(host)
     assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + pim + host)
     missing = e["not_counted"].split(", ")
-    assert not {"dimm_bank", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
+    assert not {"rank_pu", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
+
+
+def test_a_command_sample_with_its_bytes_counts_per_byte_the_pim_units_read():
+    # a sample of 2 ACTs (4200 pJ each) and 10 RD bursts (2784 pJ) that read 640 B, on L3's host
+    # memory; the bank PUs read 6400 B over the run: ten samples' energy, whatever the busy time
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    sample = {"command_counts": {"cmd.ACT": 2, "cmd.RD": 10}, "seconds": 1e-6, "refreshes": 0, "bytes": 640}
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"dimm_bank": 0.7}, "utilization_of": {"dimm_bank": "l3_host_mem"},
+                              "pim_traffic_bytes": {"l3_host_mem": 6400}, "pim_command_samples": {"l3_host_mem": sample}})
+    assert out["energy_j"]["by_component"]["pim_commands"] == pytest.approx(10 * (2 * 4200 + 10 * 2784) * 1e-12)
 
 
 def test_a_pim_memorys_own_command_sample_counts_while_its_role_is_busy():

@@ -15,12 +15,13 @@ this module turns them into energy, so that every loop reports it the same way (
     commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
     loop): that step's command power, times the memory's channels, over all of its busy time.
 
-  * or, where the loop reports the bytes a memory's PIM units read and write inside its banks
-    (`pim_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}) streamed the way the
-    loop times them (each row opened once, every burst of it read; the L3 bank PUs' stream), those
-    commands: a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`); and where it
-    reports a command sample per PIM memory (`pim_command_samples`: memory -> {command_counts,
-    seconds, refreshes}, one channel, as `pim` above), that memory's command power while busy.
+  * where the loop reports a command sample per PIM memory (`pim_command_samples`: memory ->
+    {command_counts, seconds, refreshes}, one channel, as `pim` above), that memory's command power
+    while busy; and where it also reports the bytes the memory's PIM units read in its banks over the
+    run (`pim_traffic_bytes`: memory -> bytes, all channels) and the sample the bytes its commands read
+    (`bytes`), the sample's energy per byte times those bytes instead (the work the loop timed, not its
+    busy time). With `pim_traffic_bytes` and no sample, the bytes streamed as a host's accesses (a burst
+    per access, an ACT per row: a rank PU reading over the rank's bus).
 
   * a memory's host accesses, where the loop reports the bytes its processors moved to and from it
     (`dram_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}): streamed row by row,
@@ -108,6 +109,19 @@ def _pim_sample(memory, report: dict, pims: list) -> dict | None:
     return own if own is not None else (report.get("pim") if len(pims) == 1 else None)
 
 
+def _pim_commands_j(memory, sample: dict | None, moved, busy_s: float) -> float | None:
+    """J of one PIM memory's commands over the run (every instance), by the rules above; None when the
+    loop reports nothing to count them from."""
+    if moved is not None and sample and sample.get("bytes"):
+        energy = command_energy_pj(memory, {**sample["command_counts"], "cmd.REF": sample.get("refreshes", 0)})
+        total = sum(moved.values()) if isinstance(moved, dict) else moved
+        return None if energy is None else energy["total"] * 1e-12 * total / sample["bytes"]
+    if moved is not None:
+        return _traffic_j(memory, moved)
+    rate = _pim_command_w(memory, sample)
+    return None if rate is None else rate * busy_s * memory.count
+
+
 def _traffic_j(memory, moved) -> float | None:
     """J of the host accesses a loop reports for `memory` (bytes read, or {"read", "write"})."""
     if moved is None:
@@ -171,13 +185,12 @@ def run_energy(system, report: dict) -> dict:
         energy = standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
         if m.pim is not None:
-            rate = _pim_command_w(m, _pim_sample(m, report, pims))
-            streamed = _traffic_j(m, (report.get("pim_traffic_bytes") or {}).get(m.name))
-            commands = (rate * busy * m.count if rate is not None else 0.0) + (streamed or 0.0)
-            if rate is None and streamed is None and busy > 0:   # a PIM memory the run never used misses nothing
+            commands = _pim_commands_j(m, _pim_sample(m, report, pims),
+                                       (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
+            if commands is None and busy > 0:          # a PIM memory the run never used misses nothing
                 not_counted.append(f"PIM command energy of {m.name}")
-            by_component["pim_commands"] += commands
-            energy += commands
+            by_component["pim_commands"] += commands or 0.0
+            energy += commands or 0.0
         traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
         if traffic is None:
             not_counted.append(f"host accesses of {m.name}")

@@ -498,8 +498,10 @@ def run(system: System, timeline: bool = False, **_) -> RunResult:
 
 def memory_work(system, mode, costs, replicas) -> dict:
     """What the run did to its memories, for its energy (interpreter/run_energy.py): the KV bytes the
-    host memory's bank or rank PUs read (streamed row by row, as `bank_row_cycles` times them), the KV
-    the GPUs write into it and the host CPU reads from it, and the HBM-PIM programs' command sample."""
+    host memory's bank PUs read, with its attention programs' command sample (their energy per byte:
+    the all-bank commands the bank PUs stream in lockstep), or its rank PUs read (streamed row by
+    row over the rank bus); the KV the GPUs write into it and the host CPU reads from it; and the
+    HBM-PIM programs' command sample (their power while busy)."""
     mem = next(x for x in system.memories if x.pim is not None)
     kv = costs.shape.kv_token_bytes * system.model.layers
     read, written = (sum(getattr(r, k) for r in replicas) * kv for k in ("kv_read", "kv_written"))
@@ -508,9 +510,13 @@ def memory_work(system, mode, costs, replicas) -> dict:
                                              "write": written if host else 0.0}}}
     if mode.attention in ("dimm_bank", "rank_pu"):
         out |= {"pim_traffic_bytes": {mem.name: read}, "utilization_of": {mode.attention: mem.name}}
+    if mode.attention == "dimm_bank":
+        sample = ap.command_sample(mem, costs.shape.head_dim, dtype_bytes=costs.shape.dtype_bytes)
+        out["pim_command_samples"] = {mem.name: sample}
     elif mode.attention == "hbm_pim":
         hbm = _hbm_pim_memory(system)
-        sample = ap.command_sample(hbm, costs.shape.head_dim, dc.HBM_PIM_PARAMS, dc.HBM_PIM_HEADS)
+        sample = ap.command_sample(hbm, costs.shape.head_dim, dc.HBM_PIM_PARAMS, dc.HBM_PIM_HEADS,
+                                   costs.shape.dtype_bytes)
         out |= {"pim_command_samples": {hbm.name: sample}, "utilization_of": {"hbm_pim": hbm.name}}
     return out
 

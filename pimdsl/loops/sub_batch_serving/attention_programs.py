@@ -50,13 +50,15 @@ def _timed(memory: Memory, kv: int, head_dim: int, refresh: str, params, heads: 
     return st, timer
 
 
-def command_sample(memory: Memory, head_dim: int, params=None, heads: int = 1) -> dict:
-    """The commands `heads` heads of PERIODS periods of tokens issue on channel 0 and their seconds,
-    with blocking refresh: the sample whose command power a run counts while the unit is busy
-    (interpreter/run_energy.py `pim_command_samples`)."""
-    st, timer = _timed(memory, period_tokens(memory, head_dim) * PERIODS, head_dim, "blocking", params, heads)
+def command_sample(memory: Memory, head_dim: int, params=None, heads: int = 1, dtype_bytes: int = 2) -> dict:
+    """The commands `heads` heads of PERIODS periods of tokens issue on channel 0, their seconds (with
+    blocking refresh) and the K and V bytes they read: the sample whose command energy a run counts
+    per second busy or per byte read (interpreter/run_energy.py `pim_command_samples`)."""
+    kv = period_tokens(memory, head_dim) * PERIODS
+    st, timer = _timed(memory, kv, head_dim, "blocking", params, heads)
     counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(st.counts.items(), key=str)}
-    return {"command_counts": counts, "seconds": st.end * memory.part.tck_s, "refreshes": timer.refreshes}
+    return {"command_counts": counts, "seconds": st.end * memory.part.tck_s, "refreshes": timer.refreshes,
+            "bytes": 2 * kv * heads * head_dim * dtype_bytes}
 
 
 def _own(program, params: dict) -> dict:
