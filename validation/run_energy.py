@@ -71,7 +71,9 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "",
         "* **processors**: a processor's declared `active_power` (and `idle_power`) over its busy (and idle) time: "
         "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]), the PIPELOAD Xeon's 205 W TDP ([XEON], "
-        "counted while the inference agent computes); all upper bounds while busy, no idle power cited;",
+        "counted while the inference agent computes), the host CPUs' vendor TDPs (L3's EPYC 7742 225 W "
+        "[EPYC], Hermes' i9-13900K 253 W maximum turbo power [I9], AiM's Xeon 8380 270 W [XEON_8380]), "
+        "counted while a loop reports them busy; all upper bounds while busy, no idle power cited;",
         "* **DRAM standby**: every rank of every memory whose part declares currents, at precharge standby, or "
         "active standby while its PIM unit is busy;",
         "* **PIM commands**: the commands of the PIM ops, from the same command streams that time them (the step "
@@ -100,8 +102,8 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "and checked against measured H200 power; static-data read and write currents, so a lower bound for "
         "random data; no bundled system uses HBM3 yet); LPDDR5/5X have no public IDD table we could find, "
         "so they carry an **assumed stand-in** (LPDDR4's, said in lpddr5.pim): the phone's memory energy "
-        "is LPDDR4's at LPDDR5X's clock, not LPDDR5X's. No power is cited for the NeuPIMs NPU, the L3 and "
-        "Hermes host CPUs, the AiM host Xeon or the phone's SoC (Exynos 2400: no public power figure; "
+        "is LPDDR4's at LPDDR5X's clock, not LPDDR5X's. No power is cited for the NeuPIMs NPU (its paper "
+        "gives the memory's power alone) or the phone's SoC (Exynos 2400: no public power figure; "
         "[PIM_SHERPA] reports none), so those systems' totals leave their processors out. These are "
         "therefore partial energies, not comparable with a paper's totals; no per-system row has a "
         "reference figure (the one comparison with a paper is NeuPIMs' Table 5, below).",
