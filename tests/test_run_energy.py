@@ -126,7 +126,8 @@ def test_a_link_counts_the_bytes_the_loop_moved_over_it():
 
 def test_the_hermes_loop_reports_its_remap_bytes_per_link(capsys):
     from pimdsl.cli.main import main
-    assert main(["run", str(ROOT / "specs/systems/hermes_ndp_llama2_13b.pim"), "--json"]) == 0
+    assert main(["run", str(ROOT / "specs/systems/hermes_ndp_llama2_13b.pim"), "--set", "workload.output_len=16",
+                 "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     moved = report["bytes_moved"]["dimm_link"]
     assert moved > 0 and report["link_bytes"] == {"hermes_dimm_link": moved}
