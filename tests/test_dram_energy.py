@@ -219,10 +219,13 @@ def test_lpddr5_stand_in_currents_by_hand(path, name, tck_ns, t_rc, t_ras, burst
     assert per["RD"] == pytest.approx(1.2 * (243 - 47) * burst * tck_ns, rel=1e-4)
 
 
-def test_hbm3_inherits_the_hbm2_currents_by_hand():
-    # one pseudo-channel: VDD 1.2 V; IDD0 32.5, IDD2N 20, IDD3N 27.5, IDD4W 250, IDD5AB 125 mA; tCK 0.625 ns
+def test_hbm3_currents_by_hand():
+    # one pseudo-channel, [AYNA]'s HBM3E rails: VDD 1.1 V; IDD0 106.1, IDD2N 70.5, IDD3N(1) 71.2,
+    # IDD4R 560.7, IDD4W 389.5, IDD5B 164.7 mA; tCK 0.625 ns, tRC 74, tRAS 48, tBL 2, tRFC 560
     part = _part("specs/dram/hbm3.pim", "HBM3_6400")
     per = event_energies_pj(part, part.organization)
-    assert per["ACT"] == pytest.approx(1.2 * (32.5 * 74 - (27.5 * 48 + 20 * 26)) * 0.625)
-    assert per["WR"] == pytest.approx(1.2 * (250 - 27.5) * 2 * 0.625)
-    assert per["REF"] == pytest.approx(1.2 * (125 - 27.5) * 560 * 0.625)
+    assert per["ACT"] == pytest.approx(1.1 * (106.1 * 74 - (71.2 * 48 + 70.5 * 26)) * 0.625)
+    assert per["RD"] == pytest.approx(1.1 * (560.7 - 71.2) * 2 * 0.625)       # 673.1 pJ: 2.63 pJ/bit of 32 B
+    assert per["WR"] == pytest.approx(1.1 * (389.5 - 71.2) * 2 * 0.625)
+    assert per["REF"] == pytest.approx(1.1 * (164.7 - 71.2) * 560 * 0.625)
+    assert per["precharge_standby"] == pytest.approx(1.1 * 70.5 * 0.625)

@@ -175,3 +175,55 @@ def test_decode_vectors_cross_pcie_on_the_critical_path():
     r_pim = [decode_iteration_s(system("workload.requests=1", "mapping.strategy=r_pim", *s), [4000] * 16)
              for s in ([], [slow])]
     assert r_pim[0] == r_pim[1]
+
+
+@pytest.mark.parametrize("strategy,prefilled", [("l3", 0), ("l3", 1), ("r_pim", 0)])
+def test_the_kv_the_bank_pus_read_and_the_gpus_write_is_every_requests_by_hand(strategy, prefilled, capsys):
+    # decode step j of a request with a prompt of n tokens reads the K and V of its n + 1 + j cached
+    # tokens in every layer (j = 0 .. out - 2) and writes its own; its prefill wrote the prompt's n
+    # (none when the prompt's KV is there already): whatever the schedule, the sums are the requests'
+    sets = ["workload.requests=12", "workload.mean_output_len=300", f"mapping.strategy={strategy}",
+            f"mapping.params.prefilled={prefilled}"]
+    assert main(["run", SPEC, *sum((["--set", x] for x in sets), []), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    s = system(*sets)
+    requests = requests_for(s.workload)
+    assert out["served"] == len(requests) == 12
+    kv = dc.Shape.of(s.model).kv_token_bytes * s.model.layers
+    read = sum((r.output_len - 1) * (r.input_len + 1) + (r.output_len - 1) * (r.output_len - 2) // 2
+               for r in requests)
+    written = sum(r.output_len - 1 + (0 if prefilled else r.input_len) for r in requests)
+    assert out["pim_traffic_bytes"] == {"l3_host_mem": pytest.approx(read * kv)}
+    assert out["dram_traffic_bytes"] == {"l3_host_mem": {"read": 0.0, "write": pytest.approx(written * kv)}}
+    assert out["utilization_of"] == {("dimm_bank" if strategy == "l3" else "rank_pu"): "l3_host_mem"}
+    # the bank PUs' commands: the attention programs' sample, per K and V byte read; the rank PUs
+    # read over the rank bus, a burst per access and an ACT per row
+    from pimdsl.interpreter.dram.energy import command_energy_pj, traffic_energy_pj
+    mem = next(m for m in s.memories if m.name == "l3_host_mem")
+    if strategy == "l3":
+        sample = out["pim_command_samples"]["l3_host_mem"]
+        assert sample["command_counts"]["mac.RD"] > 0 and sample["bytes"] == 2 * 512 * 32 * 128 * 2
+        e = command_energy_pj(mem, {**sample["command_counts"], "cmd.REF": sample["refreshes"]})
+        # by hand: every K and V byte is read once by an all-bank command (16 banks x 64 B per command,
+        # at 4 x a 2784 pJ burst) from rows an all-bank ACT opened (16 x 8 KB per ACT, 16 x 4200 pJ)
+        assert (e["total"] - e["refresh"]) / sample["bytes"] == pytest.approx(4 * 2784 / 1024 + 4200 / 8192)
+        pim = e["total"] / sample["bytes"] * read * kv
+    else:
+        pim = traffic_energy_pj(mem, read * kv)
+    assert out["energy_j"]["by_component"]["pim_commands"] == pytest.approx(pim * 1e-12)
+
+
+def test_the_hbm_pim_baseline_counts_its_programs_commands_while_busy(capsys):
+    # the attention programs' commands on one channel (a sample of whole periods, blocking refresh):
+    # their energy per second, times 64 channels and the 8 stacks, over the hbm_pim busy time
+    from pimdsl.interpreter.dram.energy import command_energy_pj
+    sets = ["workload.requests=12", "workload.mean_output_len=300", "mapping.strategy=hbm_pim"]
+    assert main(["run", SPEC, *sum((["--set", x] for x in sets), []), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    hbm = next(m for m in system(*sets).memories if m.name == "l3_hbm_pim")
+    sample = out["pim_command_samples"]["l3_hbm_pim"]
+    assert sample["command_counts"]["dot.PIM_GEMV"] > 0 and out["utilization_of"] == {"hbm_pim": "l3_hbm_pim"}
+    one = command_energy_pj(hbm, {**sample["command_counts"], "cmd.REF": sample["refreshes"]})["total"]
+    busy = out["utilization"]["hbm_pim"] * out["makespan_s"]
+    assert out["energy_j"]["by_component"]["pim_commands"] == pytest.approx(one * 1e-12 * 64 / sample["seconds"] * busy * 8)
+    assert out["dram_traffic_bytes"] == {"l3_host_mem": {"read": 0.0, "write": 0.0}}     # the KV stays in HBM

@@ -111,6 +111,30 @@ def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
     assert "pcie" not in e["not_counted"].split(", ")
 
 
+def test_a_link_counts_the_bytes_the_loop_moved_over_it():
+    # Hermes' DIMM links (1.17 pJ/bit, [HERMES_NDP] Table II): the loop's remaps moved 1 GB over them
+    # (`link_bytes`, all 8 links); counted by bytes, a utilization naming the link adds nothing more
+    system = system_of("specs/systems/hermes_ndp_llama2_13b.pim")
+    out = run_energy(system, {"end_to_end_s": 2.0, "tokens_per_s": 1.0,
+                              "utilization": {"pcie": 0.25, "link:hermes_dimm_link": 1.0},
+                              "link_bytes": {"hermes_dimm_link": 1e9}})
+    e = out["energy_j"]
+    assert e["by_resource"]["link:hermes_dimm_link"] == pytest.approx(1e9 * 8 * 1.17e-12)
+    assert e["by_component"]["links"] == pytest.approx(1e9 * 8 * 1.17e-12 + 0.25 * 2.0 * 64e9 * 8 * 1.93e-12)
+    assert "link:hermes_dimm_link" not in e["not_counted"].split(", ")
+
+
+def test_the_hermes_loop_reports_its_remap_bytes_per_link(capsys):
+    from pimdsl.cli.main import main
+    assert main(["run", str(ROOT / "specs/systems/hermes_ndp_llama2_13b.pim"), "--set", "workload.output_len=16",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    moved = report["bytes_moved"]["dimm_link"]
+    assert moved > 0 and report["link_bytes"] == {"hermes_dimm_link": moved}
+    assert report["energy_j"]["by_resource"]["link:hermes_dimm_link"] == pytest.approx(moved * 8 * 1.17e-12)
+    assert not {"link:hermes_dimm_link", "ndp_dimm_mean"} & set(report["energy_j"]["not_counted"].split(", "))
+
+
 def test_host_traffic_is_streamed_row_by_row():
     # the phone's LPDDR5X channel (lpddr5.pim's assumed currents, tCK 0.9375 ns, x16, BL16: 32 B per
     # access, 2 KB rows): a burst 1.2 V x (243 - 47) mA x 2 cycles, an ACT per 2 KB row
@@ -124,6 +148,54 @@ def test_host_traffic_is_streamed_row_by_row():
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 1.0, "utilization": {},
                               "dram_traffic_bytes": {"s24_lpddr5x": 2048 * 1000}})
     assert out["energy_j"]["by_component"]["host_accesses"] == pytest.approx(1000 * (64 * rd + act) * 1e-12, rel=1e-4)
+
+
+def test_rank_pu_reads_stream_as_pim_commands_of_the_memory_their_role_names():
+    # L3's host memory (DDR4-3200 x8, 8 devices per rank, tCK 0.625 ns, 16 channels x 4 ranks): per rank
+    # an ACT 4200 pJ, a 64 B RD burst 2784 pJ, a WR 2352 pJ, a rank-cycle at active / precharge standby
+    # 312 / 222 pJ (the reference DDR4's currents). The rank PUs read 1000 rows of 8 KB with no command
+    # sample: a burst per 64 B and an ACT per row; the GPUs write one row; `rank_pu` is busy half of a
+    # 1 s run and is the host memory's (utilization_of), so its ranks are at active standby for that half.
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"gpu": 0.0, "rank_pu": 0.5},
+                              "utilization_of": {"rank_pu": "l3_host_mem"},
+                              "pim_traffic_bytes": {"l3_host_mem": 8192 * 1000},
+                              "dram_traffic_bytes": {"l3_host_mem": {"read": 0.0, "write": 8192}}})
+    e = out["energy_j"]
+    pim = 1000 * (128 * 2784 + 4200) * 1e-12
+    host = (128 * 2352 + 4200) * 1e-12
+    standby = 64 * (0.5 * 222 + 0.5 * 312) / 0.625                  # pJ per ns = W, over 1 s
+    assert e["by_component"]["pim_commands"] == pytest.approx(pim)
+    assert e["by_component"]["host_accesses"] == pytest.approx(host)
+    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + pim + host)
+    missing = e["not_counted"].split(", ")
+    assert not {"rank_pu", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
+
+
+def test_a_command_sample_with_its_bytes_counts_per_byte_the_pim_units_read():
+    # a sample of 2 ACTs (4200 pJ each) and 10 RD bursts (2784 pJ) that read 640 B, on L3's host
+    # memory; the bank PUs read 6400 B over the run: ten samples' energy, whatever the busy time
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    sample = {"command_counts": {"cmd.ACT": 2, "cmd.RD": 10}, "seconds": 1e-6, "refreshes": 0, "bytes": 640}
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"dimm_bank": 0.7}, "utilization_of": {"dimm_bank": "l3_host_mem"},
+                              "pim_traffic_bytes": {"l3_host_mem": 6400}, "pim_command_samples": {"l3_host_mem": sample}})
+    assert out["energy_j"]["by_component"]["pim_commands"] == pytest.approx(10 * (2 * 4200 + 10 * 2784) * 1e-12)
+
+
+def test_a_pim_memorys_own_command_sample_counts_while_its_role_is_busy():
+    # L3's HBM-PIM (8 instances of 64 HBM2 pseudo-channels, tCK 1 ns): a sample of 10 RD bursts
+    # (1.2 V x (195 - 27.5) mA x 2 cycles = 402 pJ each) in 1 us on one channel is 4.02 mW per
+    # channel; `hbm_pim` busy half of a 1 s run: 64 channels x 8 instances x 0.5 s
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"hbm_pim": 0.5}, "utilization_of": {"hbm_pim": "l3_hbm_pim"},
+                              "pim_command_samples": {"l3_hbm_pim": {"command_counts": {"cmd.RD": 10},
+                                                                     "seconds": 1e-6, "refreshes": 0}}})
+    e = out["energy_j"]
+    assert e["by_component"]["pim_commands"] == pytest.approx(10 * 402e-12 / 1e-6 * 64 * 8 * 0.5)
+    assert "PIM command energy of l3_hbm_pim" not in e["not_counted"]
 
 
 def test_serving_loop_counts_pim_commands_and_npu_traffic():

@@ -71,31 +71,40 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "",
         "* **processors**: a processor's declared `active_power` (and `idle_power`) over its busy (and idle) time: "
         "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]), the PIPELOAD Xeon's 205 W TDP ([XEON], "
-        "counted while the inference agent computes); all upper bounds while busy, no idle power cited;",
+        "counted while the inference agent computes), the host CPUs' vendor TDPs (L3's EPYC 7742 225 W "
+        "[EPYC], Hermes' i9-13900K 253 W maximum turbo power [I9], AiM's Xeon 8380 270 W [XEON_8380]), "
+        "counted while a loop reports them busy; all upper bounds while busy, no idle power cited;",
         "* **DRAM standby**: every rank of every memory whose part declares currents, at precharge standby, or "
         "active standby while its PIM unit is busy;",
         "* **PIM commands**: the commands of the PIM ops, from the same command streams that time them (the step "
         "loop's first decode step, the serving loop's K.q + s.V streams, the offload loop's NDP `gemv` "
-        "program): ACT per bank reached, RD/WR bursts, refresh, and a command computing in several banks at "
-        "once at 4x a read's burst energy (the all-bank model of [NEUPIMS] Sec. 7, after Newton), as the "
-        "command power of the sample times the PIM memory's busy time;",
+        "program, the L3 HBM-PIM baseline's attention programs): ACT per bank reached, RD/WR bursts, refresh, "
+        "and a command computing in several banks at once at 4x a read's burst energy (the all-bank model of "
+        "[NEUPIMS] Sec. 7, after Newton), as the command power of the sample times the PIM memory's busy time; "
+        "and the K and V bytes the L3 bank PUs read over the run at the energy per byte of the host memory's "
+        "declared attention programs (their all-bank ACT and compute commands, the 4x model above: 11.8 pJ "
+        "per byte on its DDR4 part with refresh, where reading each bank's bursts as host reads would be "
+        "44 pJ/B), or R-PIM's rank PUs read over the rank bus (a burst per access, an ACT per row);",
         "* **host DRAM traffic**: the bytes the loop reports the host moving to and from a declared memory (the "
-        "step loop's CPU kernels, the serving loop's NPU), streamed row by row: a burst per access, an ACT "
-        "per row;",
+        "step loop's CPU kernels, the serving loop's NPU, the KV the L3 GPUs write into the host memory and "
+        "its CPU offload reads), streamed row by row: a burst per access, an ACT per row;",
         "* **links**: a link's declared `energy_per_bit` over the bytes it moves while the run reports it busy: "
-        "PCIe 4.0 at 1.93 pJ/bit, a transmitter's alone ([PCIE4_PHY], so a lower bound).",
+        "PCIe 4.0 at 1.93 pJ/bit, a transmitter's alone ([PCIE4_PHY], so a lower bound); or over the bytes "
+        "the loop reports moving on it: Hermes' DIMM links, 1.17 pJ/bit ([HERMES_NDP] Table II), over the "
+        "cold-neuron remaps' bytes.",
         "",
-        "Not counted (listed per row): links that declare no energy per bit (NVLink, the NeuPIMs interconnect) "
-        "or that no utilization names (Hermes' DIMM links, 1.17 pJ/bit, [HERMES_NDP] Table II: the loop reports "
-        "their remap bytes, not their busy time), processors and memories that declare no power, host traffic and "
-        "PIM commands of loops that report none (the L3 serving loop's DIMM-PIM and HBM-PIM work, the "
-        "offload loops' host CPU), and what no model here has: I/O and termination power, the VPP domain of "
-        "parts that give no VPP currents, power-down. Currents: DDR4, HBM2, LPDDR4 from DRAMsim3 "
+        "Not counted (listed per row): links that declare no energy per bit (NVLink, the NeuPIMs interconnect), "
+        "processors and memories that declare no power, host traffic and PIM commands of loops that report "
+        "none (the offload loops' host CPU; the L3 GPUs' own HBM traffic, inside their board power), and what "
+        "no model here has: I/O and termination power, the VPP domain of parts that give no VPP currents, "
+        "power-down, the refresh of a memory outside a PIM command sample. Currents: DDR4, HBM2, LPDDR4 from DRAMsim3 "
         "([DRAMSIM3]), GDDR6 from a Samsung datasheet ([K4Z80325BC]), DDR5 from Ramulator 2.0's DRAMPower "
-        "presets ([RAMULATOR2_POWER]); LPDDR5/5X and HBM3 have no public IDD table we could find, so they "
-        "carry **assumed stand-ins** (LPDDR4's and HBM2's, said in their specs): the phone's memory energy "
-        "is LPDDR4's at LPDDR5X's clock, not LPDDR5X's. No power is cited for the NeuPIMs NPU, the L3 and "
-        "Hermes host CPUs, the AiM host Xeon or the phone's SoC (Exynos 2400: no public power figure; "
+        "presets ([RAMULATOR2_POWER]), HBM3 from [AYNA]'s HBM3E rails (extrapolated from its HBM2 measurements "
+        "and checked against measured H200 power; static-data read and write currents, so a lower bound for "
+        "random data; no bundled system uses HBM3 yet); LPDDR5/5X have no public IDD table we could find, "
+        "so they carry an **assumed stand-in** (LPDDR4's, said in lpddr5.pim): the phone's memory energy "
+        "is LPDDR4's at LPDDR5X's clock, not LPDDR5X's. No power is cited for the NeuPIMs NPU (its paper "
+        "gives the memory's power alone) or the phone's SoC (Exynos 2400: no public power figure; "
         "[PIM_SHERPA] reports none), so those systems' totals leave their processors out. These are "
         "therefore partial energies, not comparable with a paper's totals; no per-system row has a "
         "reference figure (the one comparison with a paper is NeuPIMs' Table 5, below).",
@@ -122,7 +131,8 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         lines.append(f"| {system} | {own['strategy']} | {baseline} | {fmt(_ratio(base, own), '.3f')} | "
                      f"{fmt(_speedup(own, base), '.3f')} |")
     lines += ["", "What the ratios compare: Hermes and L3 count the GPU's declared power and their memories' standby "
-              "(and Hermes its NDP DIMMs' commands; L3's DIMM-PIM commands are not counted); NeuPIMs its HBM only "
+              "(and Hermes its NDP DIMMs' commands and DIMM links, L3 its bank PUs' KV reads and the KV its GPUs write "
+              "into the host memory); NeuPIMs its HBM only "
               "(no NPU power is cited); PIM-SHERPA the phone's memory only (its SoC has no citable power, and the "
               "memory's currents are the LPDDR4 stand-in); PIPELOAD the CPU's TDP while the inference agent "
               "computes, the same compute in both strategies, so its ratio is 1 by construction (the loading "

@@ -15,12 +15,25 @@ this module turns them into energy, so that every loop reports it the same way (
     commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
     loop): that step's command power, times the memory's channels, over all of its busy time.
 
+  * where the loop reports a command sample per PIM memory (`pim_command_samples`: memory ->
+    {command_counts, seconds, refreshes}, one channel, as `pim` above), that memory's command power
+    while busy; and where it also reports the bytes the memory's PIM units read in its banks over the
+    run (`pim_traffic_bytes`: memory -> bytes, all channels) and the sample the bytes its commands read
+    (`bytes`), the sample's energy per byte times those bytes instead (the work the loop timed, not its
+    busy time). With `pim_traffic_bytes` and no sample, the bytes streamed as a host's accesses (a burst
+    per access, an ACT per row: a rank PU reading over the rank's bus).
+
   * a memory's host accesses, where the loop reports the bytes its processors moved to and from it
     (`dram_traffic_bytes`: memory -> bytes read, or {"read": .., "write": ..}): streamed row by row,
     a burst per access and an ACT per row (`dram/energy.traffic_energy_pj`).
 
   * a link that declares `energy_per_bit`, for each utilization key that names it (`link:name`, its
-    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes.
+    name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes;
+    or, where the loop reports the bytes it moved over the link (`link_bytes`: link name -> bytes,
+    all its instances), those bytes (and then not its utilization, which would count them twice).
+
+A utilization key that names a loop's role rather than a resource (`dimm_bank`, `hbm_pim`) counts for
+the resource the loop's `utilization_of` maps it to (key -> memory or processor name).
 
 Not counted, and listed under `energy_j.not_counted`: host accesses and PIM ops in loops that report
 no traffic or command counts (a run reports time per resource, not the requests behind it; `pimc
@@ -89,6 +102,26 @@ def _pim_command_w(memory, pim: dict | None) -> float | None:
     return energy["total"] * 1e-12 * memory.organization.channels / pim["seconds"]
 
 
+def _pim_sample(memory, report: dict, pims: list) -> dict | None:
+    """The loop's command sample of `memory`'s PIM ops: its own (`pim_command_samples`), or the run's
+    `pim` when it has one PIM memory."""
+    own = (report.get("pim_command_samples") or {}).get(memory.name)
+    return own if own is not None else (report.get("pim") if len(pims) == 1 else None)
+
+
+def _pim_commands_j(memory, sample: dict | None, moved, busy_s: float) -> float | None:
+    """J of one PIM memory's commands over the run (every instance), by the rules above; None when the
+    loop reports nothing to count them from."""
+    if moved is not None and sample and sample.get("bytes"):
+        energy = command_energy_pj(memory, {**sample["command_counts"], "cmd.REF": sample.get("refreshes", 0)})
+        total = sum(moved.values()) if isinstance(moved, dict) else moved
+        return None if energy is None else energy["total"] * 1e-12 * total / sample["bytes"]
+    if moved is not None:
+        return _traffic_j(memory, moved)
+    rate = _pim_command_w(memory, sample)
+    return None if rate is None else rate * busy_s * memory.count
+
+
 def _traffic_j(memory, moved) -> float | None:
     """J of the host accesses a loop reports for `memory` (bytes read, or {"read", "write"})."""
     if moved is None:
@@ -107,14 +140,17 @@ def run_energy(system, report: dict) -> dict:
     links = {l.name: l for l in system.links}
     busy_of: dict[str, list[float]] = {}
     not_counted = []
-    link_j: dict[str, float] = {}
+    moved = report.get("link_bytes") or {}
+    link_j = {f"link:{n}": b * 8 * links[n].energy_per_bit_j for n, b in moved.items()
+              if n in links and links[n].energy_per_bit_j}
+    roles = report.get("utilization_of") or {}
     for key, util in (report.get("utilization") or {}).items():
-        owner, kind = _resource_owner(key, processors, memories)
+        owner, kind = _resource_owner(roles.get(key, key), processors, memories)
         if kind == "pool":
             continue
         link = _link_of(key, links) if owner is None else None
-        if link is not None and not link.energy_per_bit_j:
-            continue                       # listed below with the links that count nothing
+        if link is not None and (not link.energy_per_bit_j or link.name in moved):
+            continue                       # listed below with the links that count nothing, or counted by bytes
         if link is not None:
             # busy at its bandwidth, each instance that reports apart for its share
             share = 1 if "[" in key else link.count
@@ -149,13 +185,12 @@ def run_energy(system, report: dict) -> dict:
         energy = standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
         if m.pim is not None:
-            rate = _pim_command_w(m, report.get("pim") if len(pims) == 1 else None)
-            if rate is None:
-                if busy > 0:                 # a PIM memory the run never used has no commands to miss
-                    not_counted.append(f"PIM command energy of {m.name}")
-            else:
-                by_component["pim_commands"] += rate * busy * m.count
-                energy += rate * busy * m.count
+            commands = _pim_commands_j(m, _pim_sample(m, report, pims),
+                                       (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
+            if commands is None and busy > 0:          # a PIM memory the run never used misses nothing
+                not_counted.append(f"PIM command energy of {m.name}")
+            by_component["pim_commands"] += commands or 0.0
+            energy += commands or 0.0
         traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
         if traffic is None:
             not_counted.append(f"host accesses of {m.name}")
@@ -189,8 +224,7 @@ def power_levels(system, report: dict | None = None):
     standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
     pims = [m for m in memories.values() if m.pim is not None]
-    commands = {m.name: _pim_command_w(m, (report or {}).get("pim") if len(pims) == 1 else None) or 0.0
-                for m in pims}
+    commands = {m.name: _pim_command_w(m, _pim_sample(m, report or {}, pims)) or 0.0 for m in pims}
 
     def extra(resource: str) -> float:
         owner, kind = _resource_owner(resource, processors, memories)

@@ -24,6 +24,10 @@ def run(system: System, timeline: bool = False, **_) -> RunResult:
     s = setup(system)
     if s.strategy in SPARSE:
         report, intervals = sparse_run(s, SPARSE[s.strategy], timeline)
+        if s.link is not None and s.link.kind == "dimm_link":     # the remaps' bytes, for the links' energy
+            report["link_bytes"] = {s.link.name: report["bytes_moved"]["dimm_link"]}
+        if "ndp_dimm_mean" in report["utilization"]:              # the cold neurons' busy time is the DIMMs'
+            report["utilization_of"] = {"ndp_dimm_mean": s.dimm.name}
     else:
         report, intervals = offload_baselines.run(s, timeline)
     return RunResult(report, intervals if timeline else [])

@@ -36,6 +36,7 @@ from ...serving.metrics import request_latencies
 from ...serving.requests import requests_for
 from ...unread import leading_links
 from ...ir.params import NAME, WHOLE, Param
+from . import attention_programs as ap
 from . import dimm_pim_costs as dc
 from .latency_predictors import Profiles
 from .sub_batch_split import chunk, split, split_by_class
@@ -194,6 +195,7 @@ class Replica:
         self.first_token, self.finish = {}, {}
         self.busy = {"gpu": 0.0, "attention": 0.0, "pcie": 0.0}
         self.pcie_bytes = 0.0
+        self.kv_read = self.kv_written = 0.0   # tokens of one layer's K and V read by attention / written, summed
         self.imbalance = [0.0, 0.0]   # sum over phases of R x the busiest rankset's tokens, and of all tokens
         self.max_batch, self.batch_time = 0, 0.0
         self.intervals = [] if timeline else None
@@ -227,6 +229,9 @@ class Replica:
 
     def _advance(self, steps: int):
         """Every running request gains `steps` tokens; the finished leave."""
+        n = len(self.ctx)       # decode attention read every cached token, each step one more; each wrote its own
+        self.kv_read += steps * float(self.ctx.sum()) + n * steps * (steps - 1) / 2
+        self.kv_written += steps * n
         self.ctx += steps; self.left -= steps
         done = self.left <= 0
         for i in np.flatnonzero(done):
@@ -357,6 +362,7 @@ class Replica:
     def _finish_chunks(self, picked):
         for size, pre, w in picked:
             w[3] += size
+            self.kv_written += size
             if w[3] < w[1]:
                 self.waiting.appendleft(w)      # the chunked request goes back to the head of the queue
             else:
@@ -485,8 +491,34 @@ def run(system: System, timeline: bool = False, **_) -> RunResult:
                 for r in range(dp)]
     for rep in replicas:
         rep.run()
-    return RunResult(report(system, mode, costs, requests, replicas, profiles),
+    out = report(system, mode, costs, requests, replicas, profiles)
+    return RunResult(out | memory_work(system, mode, costs, replicas),
                       [i for rep in replicas for i in (rep.intervals or [])])
+
+
+def memory_work(system, mode, costs, replicas) -> dict:
+    """What the run did to its memories, for its energy (interpreter/run_energy.py): the KV bytes the
+    host memory's bank PUs read, with its attention programs' command sample (their energy per byte:
+    the all-bank commands the bank PUs stream in lockstep), or its rank PUs read (streamed row by
+    row over the rank bus); the KV the GPUs write into it and the host CPU reads from it; and the
+    HBM-PIM programs' command sample (their power while busy)."""
+    mem = next(x for x in system.memories if x.pim is not None)
+    kv = costs.shape.kv_token_bytes * system.model.layers
+    read, written = (sum(getattr(r, k) for r in replicas) * kv for k in ("kv_read", "kv_written"))
+    host = mode.kv_home == "host"
+    out = {"dram_traffic_bytes": {mem.name: {"read": read if mode.attention == "cpu" else 0.0,
+                                             "write": written if host else 0.0}}}
+    if mode.attention in ("dimm_bank", "rank_pu"):
+        out |= {"pim_traffic_bytes": {mem.name: read}, "utilization_of": {mode.attention: mem.name}}
+    if mode.attention == "dimm_bank":
+        sample = ap.command_sample(mem, costs.shape.head_dim, dtype_bytes=costs.shape.dtype_bytes)
+        out["pim_command_samples"] = {mem.name: sample}
+    elif mode.attention == "hbm_pim":
+        hbm = _hbm_pim_memory(system)
+        sample = ap.command_sample(hbm, costs.shape.head_dim, dc.HBM_PIM_PARAMS, dc.HBM_PIM_HEADS,
+                                   costs.shape.dtype_bytes)
+        out |= {"pim_command_samples": {hbm.name: sample}, "utilization_of": {"hbm_pim": hbm.name}}
+    return out
 
 
 def report(system, mode, costs, requests, replicas, profiles) -> dict:

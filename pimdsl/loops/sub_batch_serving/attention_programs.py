@@ -35,6 +35,11 @@ def head_cycles(memory: Memory, kv: int, head_dim: int, refresh: str = "blocking
                 heads: int = 1) -> int:
     """Cycles of `heads` heads' score and context programs on channel 0, timed alone from cycle 0:
     the context's rows after the score's. `params` sets program parameters (both programs' lets)."""
+    return _timed(memory, kv, head_dim, refresh, params, heads)[0].end
+
+
+def _timed(memory: Memory, kv: int, head_dim: int, refresh: str, params, heads: int):
+    """(the StreamTimer, the timer) of head_cycles' programs."""
     pim, sh = memory.pim, shape(kv, head_dim, heads)
     score, context = pim.program("attn_score"), pim.program("attn_context")
     p = params or {}
@@ -42,7 +47,18 @@ def head_cycles(memory: Memory, kv: int, head_dim: int, refresh: str = "blocking
     st = time_stream(timer, expand(memory, score, sh, 0, params=_own(score, p)))
     first = int(evaluate(score.rows, environment(memory, score, sh, params=_own(score, p))))
     st.run(expand(memory, context, sh, 0, first_row=first, params=_own(context, p)))
-    return st.end
+    return st, timer
+
+
+def command_sample(memory: Memory, head_dim: int, params=None, heads: int = 1, dtype_bytes: int = 2) -> dict:
+    """The commands `heads` heads of PERIODS periods of tokens issue on channel 0, their seconds (with
+    blocking refresh) and the K and V bytes they read: the sample whose command energy a run counts
+    per second busy or per byte read (interpreter/run_energy.py `pim_command_samples`)."""
+    kv = period_tokens(memory, head_dim) * PERIODS
+    st, timer = _timed(memory, kv, head_dim, "blocking", params, heads)
+    counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(st.counts.items(), key=str)}
+    return {"command_counts": counts, "seconds": st.end * memory.part.tck_s, "refreshes": timer.refreshes,
+            "bytes": 2 * kv * heads * head_dim * dtype_bytes}
 
 
 def _own(program, params: dict) -> dict:
