@@ -348,9 +348,9 @@ def sub_batch_groups(costs: DeviceCosts, mb: np.ndarray, chans: np.ndarray) -> l
     if costs.strategy.sub_batches <= 1:
         return [mb]
     by_channel = mb[np.argsort(chans[mb], kind="stable")]
-    counts = np.bincount(chans[mb], minlength=costs.channels)
-    halves = partition_sub_batches(np.split(by_channel, np.cumsum(counts)[:-1]))
-    groups = [np.sort(np.array([i for chnl in half for i in chnl], dtype=np.int64)) for half in halves]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(chans[mb], minlength=costs.channels)))).tolist()
+    halves = partition_sub_batches([by_channel[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+    groups = [np.sort(np.concatenate(half).astype(np.int64)) for half in halves]
     return [g for g in groups if len(g)]
 
 

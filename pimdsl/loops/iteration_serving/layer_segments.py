@@ -144,6 +144,7 @@ class DeviceCosts:
         self.shard = shard = device_model(model, self.tp, self.pp)
         self._prefill: dict[int, float] = {}      # prompt tokens -> prefill seconds
         self._by_batch: dict[tuple, dict] = {}    # (batch, read share) -> the segments but attention
+        self._on_npu: dict[tuple, dict] = {}      # the same, each with its time without PIM work beside it
         self.layers, self.heads, self.kv_heads = shard.layers, shard.heads, shard.kv_heads
         self.head_dim, self.hidden, self.ffn = shard.head_dim, shard.hidden, shard.ffn
         self.dtype, self.b = model.dtype, DTYPE_BYTES[model.dtype]
@@ -381,13 +382,19 @@ class DeviceCosts:
         short: its GEMVs take k = ceil(tokens / lanes) steps (the declared program), which counts
         only when a GEMV is issued per step. (In DRAM time the GEMV spacing binds only between the
         GEMVs of one tile, and an s.V tile has one: the tiles' time is the full chunk's.)"""
-        m, d = self.memory, self.head_dim
-        lets = attention_lets(m, "attn_context", 1, 1, d)
-        page, lanes, dims = lets["per_row"], lets["lanes"], lets["dim_tiles"]
+        page, lanes, dims = self._context_lets
         k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
         full = self.tile_instructions["attend"]
-        saved = {int(v): full - self._attend_instructions(int(v) * lanes) for v in np.unique(k[k > 0])}
-        return np.array([saved.get(int(v), 0.0) for v in k]) * self.heads * dims
+        saved = np.zeros(int(k.max(initial=0)) + 1)
+        for v in np.unique(k[k > 0]):
+            saved[v] = full - self._attend_instructions(int(v) * lanes)
+        return saved[k] * self.heads * dims
+
+    @cached_property
+    def _context_lets(self) -> tuple[int, int, int]:
+        """s.V's tokens per row, lanes and dimension tiles, as the program derives them for one token."""
+        lets = attention_lets(self.memory, "attn_context", 1, 1, self.head_dim)
+        return lets["per_row"], lets["lanes"], lets["dim_tiles"]
 
     def grouped_pim_seconds(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> float:
         """A (sub-)batch's PIM attention with `pim_dispatch = grouped`, the dispatch of the
@@ -546,13 +553,15 @@ class DeviceCosts:
         share = self.read_share if s.sub_batches > 1 else 1.0
         work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
         # only attention depends on the context lengths: the other segments are timed once per batch size
-        for key in {(bsz, share), (bsz, 1.0)}:
-            if key not in self._by_batch:
-                self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
-                                       for name in ("qkv", "proj", "ffn")}
-        alone = self._by_batch[(bsz, 1.0)]
-        on_npu = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
-                  for name, seg in self._by_batch[(bsz, share)].items()}
+        if (bsz, share) not in self._on_npu:
+            for key in {(bsz, share), (bsz, 1.0)}:
+                if key not in self._by_batch:
+                    self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
+                                           for name in ("qkv", "proj", "ffn")}
+            alone = self._by_batch[(bsz, 1.0)]
+            self._on_npu[(bsz, share)] = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
+                                          for name, seg in self._by_batch[(bsz, share)].items()}
+        on_npu = self._on_npu[(bsz, share)]
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
