@@ -384,10 +384,9 @@ class DeviceCosts:
         GEMVs of one tile, and an s.V tile has one: the tiles' time is the full chunk's.)"""
         page, lanes, dims = self._context_lets
         k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
-        full = self.tile_instructions["attend"]
-        saved = np.zeros(int(k.max(initial=0)) + 1)
-        for v in np.unique(k[k > 0]):
-            saved[v] = full - self._attend_instructions(int(v) * lanes)
+        saved = self._saved_by_steps
+        for v in np.unique(k[np.isnan(saved[k])]):       # counted once per run for each k
+            saved[v] = self.tile_instructions["attend"] - self._attend_instructions(int(v) * lanes)
         return saved[k] * self.heads * dims
 
     @cached_property
@@ -395,6 +394,15 @@ class DeviceCosts:
         """s.V's tokens per row, lanes and dimension tiles, as the program derives them for one token."""
         lets = attention_lets(self.memory, "attn_context", 1, 1, self.head_dim)
         return lets["per_row"], lets["lanes"], lets["dim_tiles"]
+
+    @cached_property
+    def _saved_by_steps(self) -> np.ndarray:
+        """`_short_chunk_savings` of one s.V tile by its last chunk's steps k (0: none saved; NaN:
+        not counted yet)."""
+        page, lanes, _ = self._context_lets
+        saved = np.full(-(-page // lanes) + 1, np.nan)
+        saved[0] = 0.0
+        return saved
 
     def grouped_pim_seconds(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> float:
         """A (sub-)batch's PIM attention with `pim_dispatch = grouped`, the dispatch of the
@@ -444,14 +452,11 @@ class DeviceCosts:
     def _attend_instructions(self, tokens: int) -> float:
         """Host instructions of one s.V tile over a single chunk of `tokens`, counted in the
         program's stream like `tile_instructions`."""
-        cache = self.__dict__.setdefault("_attend_counts", {})
-        if tokens not in cache:
-            m, d = self.memory, self.head_dim
-            per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
-            dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
-            cache[tokens] = (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
-                             - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
-        return cache[tokens]
+        m, d = self.memory, self.head_dim
+        per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+        dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
+        return (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
+                - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
 
     def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
