@@ -348,12 +348,18 @@ class DeviceCosts:
                 + attend_tiles * t["attend"] + writeback)
 
     @cached_property
+    def _gemv_per_step(self) -> bool:
+        """A GEMV is issued per step: behind a channel-blocked controller whose `blocked_gemv_issue = per_step`."""
+        return self.channel_blocked and self.memory.controller.blocked_gemv_issue == "per_step"
+
+    @cached_property
     def tile_instructions(self) -> dict[str, float]:
         """Host instructions per K.q tile, s.V tile and GWRITE, counted in the declared programs'
-        streams (`pim_attention.host_instructions`); a GEMV issued per step behind a channel-blocked
-        controller whose `blocked_gemv_issue = per_step`."""
-        m, d, banks = self.memory, self.head_dim, self.banks
-        per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+        streams (`pim_attention.host_instructions`, `_gemv_per_step`); kept on disk (`_kept`)."""
+        return self._kept(("tile_instructions", self._gemv_per_step), self._count_tile_instructions)
+
+    def _count_tile_instructions(self) -> dict[str, float]:
+        m, d, banks, per_step = self.memory, self.head_dim, self.banks, self._gemv_per_step
         count = lambda cls, kv, heads, gwrite=False: host_instructions(m, cls, kv, heads, d, gwrite, per_step)
         hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
         lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
@@ -384,10 +390,7 @@ class DeviceCosts:
         GEMVs of one tile, and an s.V tile has one: the tiles' time is the full chunk's.)"""
         page, lanes, dims = self._context_lets
         k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
-        saved = self._saved_by_steps
-        for v in np.unique(k[np.isnan(saved[k])]):       # counted once per run for each k
-            saved[v] = self.tile_instructions["attend"] - self._attend_instructions(int(v) * lanes)
-        return saved[k] * self.heads * dims
+        return self._saved_by_steps[k] * self.heads * dims
 
     @cached_property
     def _context_lets(self) -> tuple[int, int, int]:
@@ -397,12 +400,14 @@ class DeviceCosts:
 
     @cached_property
     def _saved_by_steps(self) -> np.ndarray:
-        """`_short_chunk_savings` of one s.V tile by its last chunk's steps k (0: none saved; NaN:
-        not counted yet)."""
+        """The instructions one s.V tile saves when its last chunk takes k steps, for every k a
+        chunk can take (0: a full chunk saves none); kept on disk (`_kept`)."""
+        return np.array(self._kept(("short_chunk_savings", self._gemv_per_step), self._count_short_chunk_savings))
+
+    def _count_short_chunk_savings(self) -> list[float]:
         page, lanes, _ = self._context_lets
-        saved = np.full(-(-page // lanes) + 1, np.nan)
-        saved[0] = 0.0
-        return saved
+        full = self.tile_instructions["attend"]
+        return [0.0] + [full - self._attend_instructions(k * lanes) for k in range(1, -(-(page - 1) // lanes) + 1)]
 
     def grouped_pim_seconds(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> float:
         """A (sub-)batch's PIM attention with `pim_dispatch = grouped`, the dispatch of the
@@ -452,8 +457,7 @@ class DeviceCosts:
     def _attend_instructions(self, tokens: int) -> float:
         """Host instructions of one s.V tile over a single chunk of `tokens`, counted in the
         program's stream like `tile_instructions`."""
-        m, d = self.memory, self.head_dim
-        per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+        m, d, per_step = self.memory, self.head_dim, self._gemv_per_step
         dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
         return (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
                 - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
