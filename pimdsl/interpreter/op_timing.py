@@ -120,8 +120,8 @@ class RefreshPhase:
 
     def run(self, t: PimTime) -> PimTime:
         """The op `t` (timed from the idle device) run from this phase; the phase moves past it."""
-        start = self.clock
-        if [d - start for d in self.due] == self.idle:      # the idle device's phase: the timing itself
+        start, dues, tREFI = self.clock, self.due, self.tREFI
+        if [d - start for d in dues] == self.idle:      # the idle device's phase: the timing itself
             end, taken = start + t.cycles, t.refreshes
         else:
             # refreshes due before the op's end, which each one moves later: the least k with
@@ -131,17 +131,20 @@ class RefreshPhase:
             while (more := self._due_before(bare + taken * cost, units)) > taken:
                 taken = more
             end = bare + taken * cost
-        for u, due in enumerate(self.due):     # the units it does not reach refresh beside it
+        for u, due in enumerate(dues):         # the units it does not reach refresh beside it
             if due < end:
-                self.due[u] = due + self.tREFI * math.ceil((end - due) / self.tREFI)
+                dues[u] = due + tREFI * math.ceil((end - due) / tREFI)
         self.clock = end
         cycles = round(end - start)
-        return replace(t, seconds=cycles * self.tck, cycles=cycles, refreshes=taken,
-                       read_cycles=max(0, t.read_cycles + cycles - t.cycles))
+        # `replace(t, seconds=..., cycles=..., read_cycles=..., refreshes=...)`, field by field (a
+        # long decode runs this for every PIM op of every step; a test holds the other fields)
+        return PimTime(cycles * self.tck, cycles, max(0, t.read_cycles + cycles - t.cycles), t.commands, t.issued,
+                       taken, t.counts, t.no_refresh_cycles, t.refresh_cost_cycles, t.refresh_units)
 
     def _due_before(self, end: float, units) -> int:
         """Refreshes of `units` falling due before cycle `end`."""
-        return sum(math.ceil((end - self.due[u]) / self.tREFI) for u in units if self.due[u] < end)
+        dues, tREFI = self.due, self.tREFI
+        return sum(math.ceil((end - dues[u]) / tREFI) for u in units if dues[u] < end)
 
 
 class OpTimer:
