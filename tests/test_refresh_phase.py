@@ -4,7 +4,7 @@ to back they refresh as one op of both streams does, and a decode step refreshes
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pytest
@@ -51,6 +51,24 @@ def test_a_steps_first_op_is_its_idle_timing_and_the_phase_moves_on(neupims):
     second = phase.run(one)
     assert second.refreshes == 1 and second.cycles == one.no_refresh_cycles + round(one.refresh_cost_cycles)
     assert phase.fresh().run(one) == one                       # a new step starts from the idle phase
+
+
+def test_a_carried_op_keeps_every_field_but_its_time(neupims):
+    """`RefreshPhase.run` builds its result field by field: every field of the op's timing but
+    seconds, cycles, read_cycles and refreshes comes through unchanged (a field added to PimTime
+    and left out there fails this)."""
+    program = neupims.pim.program("attn_score")
+    one = time_pim_op(neupims, lambda: expand(neupims, program, attention_shape(512, 4, 128)), fast=False)
+    marked = replace(one, **{f.name: (f"mark {f.name}",) for f in fields(one)
+                             if f.name not in ("seconds", "cycles", "read_cycles", "refreshes", "no_refresh_cycles",
+                                               "refresh_cost_cycles", "refresh_units")})
+    phase = RefreshPhase.of(neupims)
+    phase.run(one)
+    second = phase.run(marked)                                  # not the idle phase: the carried path
+    assert second.refreshes == 1
+    for f in fields(one):
+        if f.name not in ("seconds", "cycles", "read_cycles", "refreshes"):
+            assert getattr(second, f.name) == getattr(marked, f.name), f.name
 
 
 def _decode_works(path: str, system_name: str, overrides=()):

@@ -120,8 +120,20 @@ class RefreshPhase:
 
     def run(self, t: PimTime) -> PimTime:
         """The op `t` (timed from the idle device) run from this phase; the phase moves past it."""
-        start = self.clock
-        if [d - start for d in self.due] == self.idle:      # the idle device's phase: the timing itself
+        cycles, taken = self._advance(t)
+        # `replace(t, seconds=..., cycles=..., read_cycles=..., refreshes=...)`, field by field (a
+        # long decode runs this for every PIM op of every step; a test holds the other fields)
+        return PimTime(cycles * self.tck, cycles, max(0, t.read_cycles + cycles - t.cycles), t.commands, t.issued,
+                       taken, t.counts, t.no_refresh_cycles, t.refresh_cost_cycles, t.refresh_units)
+
+    def seconds(self, t: PimTime) -> float:
+        """`run(t).seconds`, without the record."""
+        return self._advance(t)[0] * self.tck
+
+    def _advance(self, t: PimTime) -> tuple[int, int]:
+        """The op's cycles and refreshes from this phase; the phase moves past it."""
+        start, dues, tREFI = self.clock, self.due, self.tREFI
+        if [d - start for d in dues] == self.idle:      # the idle device's phase: the timing itself
             end, taken = start + t.cycles, t.refreshes
         else:
             # refreshes due before the op's end, which each one moves later: the least k with
@@ -131,17 +143,19 @@ class RefreshPhase:
             while (more := self._due_before(bare + taken * cost, units)) > taken:
                 taken = more
             end = bare + taken * cost
-        for u, due in enumerate(self.due):     # the units it does not reach refresh beside it
+        for u, due in enumerate(dues):         # the units it does not reach refresh beside it
             if due < end:
-                self.due[u] = due + self.tREFI * math.ceil((end - due) / self.tREFI)
+                dues[u] = due + tREFI * math.ceil((end - due) / tREFI)
         self.clock = end
-        cycles = round(end - start)
-        return replace(t, seconds=cycles * self.tck, cycles=cycles, refreshes=taken,
-                       read_cycles=max(0, t.read_cycles + cycles - t.cycles))
+        return round(end - start), taken
 
     def _due_before(self, end: float, units) -> int:
         """Refreshes of `units` falling due before cycle `end`."""
-        return sum(math.ceil((end - self.due[u]) / self.tREFI) for u in units if self.due[u] < end)
+        dues, tREFI, n = self.due, self.tREFI, 0
+        for u in units:                        # a loop, not sum() over a generator: a few units each time
+            if dues[u] < end:
+                n += math.ceil((end - dues[u]) / tREFI)
+        return n
 
 
 class OpTimer:
@@ -175,10 +189,13 @@ class OpTimer:
     def pim_step(self, works) -> list[PimTime]:
         """The PIM ops of one step in program order, each from the refresh phase the ops before it
         on its memory leave (module docstring)."""
+        return [phase.run(t) if phase is not None else t for t, phase in self._phased(works)]
+
+    def _phased(self, works):
+        """Each op's timing from the idle device and the step's refresh phase of its memory (None
+        without refresh), in program order: the phase is to be run op by op."""
         phases: dict[str, RefreshPhase] = {}
-        out = []
         for work in works:
-            t = self.pim(work)
             phase = phases.get(work.memory)
             if phase is None:
                 memory = self.memories[work.memory]
@@ -186,16 +203,15 @@ class OpTimer:
                     if work.memory not in self._phases:
                         self._phases[work.memory] = RefreshPhase.of(memory)
                     phase = phases[work.memory] = self._phases[work.memory].fresh()
-            out.append(phase.run(t) if phase is not None else t)
-        return out
+            yield self.pim(work), phase
 
     def carry(self, attrs_list, seconds: list[float]) -> list[float]:
         """One step's op seconds (`seconds`, op by op, in program order) with each PIM op's from the
-        refresh phase the PIM ops before it leave."""
+        refresh phase the PIM ops before it leave (`pim_step`'s seconds)."""
         at = [i for i, a in enumerate(attrs_list) if isinstance(a["lowered"], PimWork)]
         out = list(seconds)
-        for i, t in zip(at, self.pim_step([attrs_list[i]["lowered"] for i in at])):
-            out[i] = t.seconds
+        for i, (t, phase) in zip(at, self._phased([attrs_list[i]["lowered"] for i in at])):
+            out[i] = phase.seconds(t) if phase is not None else t.seconds
         return out
 
     def kernel(self, kernel: Kernel) -> KernelTime:

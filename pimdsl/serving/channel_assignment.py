@@ -119,7 +119,7 @@ def round_robin(new: Sequence[Item], channels: int | Sequence[Sequence[Item]],
     return ChannelAssignment(allocation, channel_loads(allocation, estimate))
 
 
-def partition_sub_batches(channels: Sequence[Sequence[K]]) -> tuple[list[list[K]], list[list[K]]]:
+def partition_sub_batches(channels: Sequence[Sequence[K]]) -> tuple[list[Sequence[K]], list[Sequence[K]]]:
     """Algorithm 3 (Sub-Batch Partitioning): split every channel's active requests into halves.
 
     Section 6.5 balances the sub-batches' sizes ("it is essential to maintain a balanced size
@@ -127,7 +127,8 @@ def partition_sub_batches(channels: Sequence[Sequence[K]]) -> tuple[list[list[K]
     first half goes to SB1 and the rest to SB2, so both sub-batches use every channel; a channel
     with an odd count gives its extra request to SB1 and SB2 in turn, so the totals differ by at
     most one. Returns (SB1, SB2), each a list per channel as the algorithm appends them (line
-    10: SB_1.append(req_chnl[:bsize])), which keeps the channel of every request."""
+    10: SB_1.append(req_chnl[:bsize])), which keeps the channel of every request; a channel's
+    part is a slice of its given sequence (a list of a list, an array of an array)."""
     sb1: list[list[K]] = []
     sb2: list[list[K]] = []                                                   # line 2
     turn = True                                                               # line 1
@@ -137,6 +138,6 @@ def partition_sub_batches(channels: Sequence[Sequence[K]]) -> tuple[list[list[K]
             bsize = math.ceil(bsize) if turn else math.floor(bsize)           # line 6
             turn = not turn                                                   # line 7
         bsize = int(bsize)                                                    # line 9
-        sb1.append(list(req_chnl[:bsize]))                                    # line 10
-        sb2.append(list(req_chnl[bsize:]))                                    # line 11
+        sb1.append(req_chnl[:bsize])                                          # line 10
+        sb2.append(req_chnl[bsize:])                                          # line 11
     return sb1, sb2                                                           # line 13

@@ -311,12 +311,12 @@ def _iteration(costs: DeviceCosts, decode, channel_of: dict[int, int], index: in
     if not decode:
         return totals
     s = costs.strategy
-    ids = np.array([e.request_id for e in decode])
-    seqs = np.array([e.context_len for e in decode], dtype=np.int64)
-    chans = np.array([channel_of.get(int(r), 0) for r in ids], dtype=np.int64)
+    seqs = np.array([e.past_len + e.new_tokens for e in decode], dtype=np.int64)     # context_len
+    chans = np.array([channel_of.get(e.request_id, 0) for e in decode], dtype=np.int64)
     at = clock
     stages = costs.pp if costs.pipeline == "micro_batches" else 1
-    for mb in np.array_split(np.arange(len(decode)), stages):
+    everyone = np.arange(len(decode))
+    for mb in np.array_split(everyone, stages) if stages > 1 else [everyone]:
         if not len(mb):
             continue
         groups = sub_batch_groups(costs, mb, chans)
@@ -348,9 +348,9 @@ def sub_batch_groups(costs: DeviceCosts, mb: np.ndarray, chans: np.ndarray) -> l
     if costs.strategy.sub_batches <= 1:
         return [mb]
     by_channel = mb[np.argsort(chans[mb], kind="stable")]
-    counts = np.bincount(chans[mb], minlength=costs.channels)
-    halves = partition_sub_batches(np.split(by_channel, np.cumsum(counts)[:-1]))
-    groups = [np.sort(np.array([i for chnl in half for i in chnl], dtype=np.int64)) for half in halves]
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(chans[mb], minlength=costs.channels)))).tolist()
+    halves = partition_sub_batches([by_channel[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+    groups = [np.sort(np.concatenate(half).astype(np.int64)) for half in halves]
     return [g for g in groups if len(g)]
 
 

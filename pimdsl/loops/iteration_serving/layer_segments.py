@@ -144,6 +144,7 @@ class DeviceCosts:
         self.shard = shard = device_model(model, self.tp, self.pp)
         self._prefill: dict[int, float] = {}      # prompt tokens -> prefill seconds
         self._by_batch: dict[tuple, dict] = {}    # (batch, read share) -> the segments but attention
+        self._on_npu: dict[tuple, dict] = {}      # the same, each with its time without PIM work beside it
         self.layers, self.heads, self.kv_heads = shard.layers, shard.heads, shard.kv_heads
         self.head_dim, self.hidden, self.ffn = shard.head_dim, shard.hidden, shard.ffn
         self.dtype, self.b = model.dtype, DTYPE_BYTES[model.dtype]
@@ -347,12 +348,18 @@ class DeviceCosts:
                 + attend_tiles * t["attend"] + writeback)
 
     @cached_property
+    def _gemv_per_step(self) -> bool:
+        """A GEMV is issued per step: behind a channel-blocked controller whose `blocked_gemv_issue = per_step`."""
+        return self.channel_blocked and self.memory.controller.blocked_gemv_issue == "per_step"
+
+    @cached_property
     def tile_instructions(self) -> dict[str, float]:
         """Host instructions per K.q tile, s.V tile and GWRITE, counted in the declared programs'
-        streams (`pim_attention.host_instructions`); a GEMV issued per step behind a channel-blocked
-        controller whose `blocked_gemv_issue = per_step`."""
-        m, d, banks = self.memory, self.head_dim, self.banks
-        per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
+        streams (`pim_attention.host_instructions`, `_gemv_per_step`); kept on disk (`_kept`)."""
+        return self._kept(("tile_instructions", self._gemv_per_step), self._count_tile_instructions)
+
+    def _count_tile_instructions(self) -> dict[str, float]:
+        m, d, banks, per_step = self.memory, self.head_dim, self.banks, self._gemv_per_step
         count = lambda cls, kv, heads, gwrite=False: host_instructions(m, cls, kv, heads, d, gwrite, per_step)
         hs = attention_lets(m, "attn_score", 1, self.heads, d)["per_row"]
         lanes_tok = attention_lets(m, "attn_context", 1, 1, d)["per_row"]
@@ -381,13 +388,26 @@ class DeviceCosts:
         short: its GEMVs take k = ceil(tokens / lanes) steps (the declared program), which counts
         only when a GEMV is issued per step. (In DRAM time the GEMV spacing binds only between the
         GEMVs of one tile, and an s.V tile has one: the tiles' time is the full chunk's.)"""
-        m, d = self.memory, self.head_dim
-        lets = attention_lets(m, "attn_context", 1, 1, d)
-        page, lanes, dims = lets["per_row"], lets["lanes"], lets["dim_tiles"]
+        page, lanes, dims = self._context_lets
         k = -(-(np.asarray(seq_lens, dtype=np.int64) % page) // lanes)      # 0: the last chunk is full
+        return self._saved_by_steps[k] * self.heads * dims
+
+    @cached_property
+    def _context_lets(self) -> tuple[int, int, int]:
+        """s.V's tokens per row, lanes and dimension tiles, as the program derives them for one token."""
+        lets = attention_lets(self.memory, "attn_context", 1, 1, self.head_dim)
+        return lets["per_row"], lets["lanes"], lets["dim_tiles"]
+
+    @cached_property
+    def _saved_by_steps(self) -> np.ndarray:
+        """The instructions one s.V tile saves when its last chunk takes k steps, for every k a
+        chunk can take (0: a full chunk saves none); kept on disk (`_kept`)."""
+        return np.array(self._kept(("short_chunk_savings", self._gemv_per_step), self._count_short_chunk_savings))
+
+    def _count_short_chunk_savings(self) -> list[float]:
+        page, lanes, _ = self._context_lets
         full = self.tile_instructions["attend"]
-        saved = {int(v): full - self._attend_instructions(int(v) * lanes) for v in np.unique(k[k > 0])}
-        return np.array([saved.get(int(v), 0.0) for v in k]) * self.heads * dims
+        return [0.0] + [full - self._attend_instructions(k * lanes) for k in range(1, -(-(page - 1) // lanes) + 1)]
 
     def grouped_pim_seconds(self, seq_lens: np.ndarray, channel_of: np.ndarray) -> float:
         """A (sub-)batch's PIM attention with `pim_dispatch = grouped`, the dispatch of the
@@ -437,14 +457,10 @@ class DeviceCosts:
     def _attend_instructions(self, tokens: int) -> float:
         """Host instructions of one s.V tile over a single chunk of `tokens`, counted in the
         program's stream like `tile_instructions`."""
-        cache = self.__dict__.setdefault("_attend_counts", {})
-        if tokens not in cache:
-            m, d = self.memory, self.head_dim
-            per_step = self.channel_blocked and m.controller.blocked_gemv_issue == "per_step"
-            dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
-            cache[tokens] = (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
-                             - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
-        return cache[tokens]
+        m, d, per_step = self.memory, self.head_dim, self._gemv_per_step
+        dims = attention_lets(m, "attn_context", tokens, 1, d)["dim_tiles"]
+        return (host_instructions(m, "attn_context", tokens, 2, d, False, per_step)
+                - host_instructions(m, "attn_context", tokens, 1, d, False, per_step)) / dims
 
     def mha_tile_counts(self, seq_len: int) -> dict[str, int]:
         page = self.memory.organization.row_bytes // DTYPE_BYTES[self.memory.pim.dtype]
@@ -546,13 +562,15 @@ class DeviceCosts:
         share = self.read_share if s.sub_batches > 1 else 1.0
         work = layer_segments(self.shard, "decode", [int(n) - 1 for n in seq_lens])
         # only attention depends on the context lengths: the other segments are timed once per batch size
-        for key in {(bsz, share), (bsz, 1.0)}:
-            if key not in self._by_batch:
-                self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
-                                       for name in ("qkv", "proj", "ffn")}
-        alone = self._by_batch[(bsz, 1.0)]
-        on_npu = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
-                  for name, seg in self._by_batch[(bsz, share)].items()}
+        if (bsz, share) not in self._on_npu:
+            for key in {(bsz, share), (bsz, 1.0)}:
+                if key not in self._by_batch:
+                    self._by_batch[key] = {name: self._merge(name, "npu", [self._op(op, key[1]) for op in work[name]])
+                                           for name in ("qkv", "proj", "ffn")}
+            alone = self._by_batch[(bsz, 1.0)]
+            self._on_npu[(bsz, share)] = {name: dataclasses.replace(seg, alone_s=alone[name].seconds)
+                                          for name, seg in self._by_batch[(bsz, share)].items()}
+        on_npu = self._on_npu[(bsz, share)]
         if s.pim:
             softmax = self._merge("softmax", "npu", [self._op(op) for op in work["mha"] if op.kind == "softmax"])
             loads = np.bincount(channel_of, weights=self.mha_seconds(seq_lens), minlength=self.channels)
