@@ -4,6 +4,8 @@ bundled PIM program, announced estimates included; both give a loop the scope wh
 loops evaluated over numpy arrays give the tuples of the command-by-command walk; and expressions specialized to an expansion's constants compute what the plain ones do."""
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -120,6 +122,7 @@ def test_whole_loops_over_arrays_give_the_commands_of_the_walk(label, memory, mo
     assert bool(batches) != any(ESTIMATE_ARG in c.args for c in memory.pim.commands)
 
 
+@cache          # one strategy per scope: hypothesis validates each new strategy object (most of the test's time)
 def _program_exprs(names):
     leaf = st.one_of(st.integers(-3, 9).map(Num), st.sampled_from(names).map(lambda n: Name(n, SPAN)))
     return st.recursive(leaf, lambda sub: st.builds(lambda op, a, b: Apply(op, (a, b), SPAN),
