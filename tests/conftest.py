@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+from functools import cache
 import tempfile
 import textwrap
 from contextlib import contextmanager
@@ -44,6 +45,19 @@ def pytest_collection_finish(session):
     lives until the process ends: moved out of the cyclic collector's sight, so that every full
     collection (pipelined_executor.run takes one before each measured run) does not walk it again."""
     gc.freeze()
+
+
+def bundled_spec(path) -> object:
+    """A spec file elaborated once per test process, for module-level tables that only read it (the
+    IR is frozen): several test files tabulate the same bundled hardware specs while collecting."""
+    return _elaborated(str(path))
+
+
+@cache
+def _elaborated(path: str):
+    spec, diags = load_spec(path)
+    assert spec is not None, diags.render_all()
+    return spec
 
 
 @pytest.fixture(scope="session")

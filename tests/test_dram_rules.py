@@ -20,7 +20,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.dram.state import DeviceState
 from pimdsl.interpreter.dram.tables import SCOPE_LEVEL, ChannelTables
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 
 T0 = 1000
 
@@ -32,8 +32,7 @@ def _bundled_parts():
         sorted(glob.glob(str(ROOT / "specs" / "reference" / "*.pim"))) + \
         sorted(glob.glob(str(ROOT / "specs" / "hardware" / "*.pim")))
     for path in files:
-        spec, diags = load_spec(path)
-        assert spec is not None, diags.render_all()
+        spec = bundled_spec(path)
         for part in spec.drams.values():
             if part.name not in seen and part.commands:
                 seen.add(part.name)

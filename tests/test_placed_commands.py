@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.commands import ESTIMATE_ARG
 from pimdsl.ir.errors import Span
 from pimdsl.ir.pim_program import Apply, For, Issue, Let, Name, Num, PimProgram, ProgramError, compiled, specialized
@@ -19,7 +18,7 @@ from pimdsl.lowering import pim_program
 from pimdsl.lowering.pim_program import CHUNK, expand, placed, placed_batch, to_command
 from pimdsl.lowering.stream import unroll
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 
 SPAN = Span("test.pim", 1, 1)
 
@@ -30,8 +29,7 @@ def _memories():
     paths = sorted((ROOT / "specs" / "hardware").glob("*.pim")) + [ROOT / "specs" / "reference" / "hbm_pim_gemv.pim",
                                                                   ROOT / "tests" / "pim" / "gbmac.pim"]
     for path in paths:
-        spec, _ = load_spec(str(path))
-        for m in spec.memories.values():
+        for m in bundled_spec(path).memories.values():
             if m.pim is not None and m.pim.programs:
                 found.setdefault(m.pim.name, (m.pim.name, m))
     return sorted(found.values(), key=lambda x: x[0])
