@@ -215,6 +215,27 @@ def test_a_rule_latency_follows_the_commands_argument():
         gemvs(8, 600)
 
 
+def test_a_latency_table_that_names_a_parameter_follows_each_spec(tmp_path):
+    """Tables of latencies of numbers and the argument alone are worked out once per process (the
+    elaborator keeps them by the expression's shape and tCK); one that names a timing parameter is
+    worked out for each spec, here the same rule under two values of tRTP in one process."""
+    from pimdsl.frontend.pipeline import load_spec
+    text = (ROOT / "specs" / "hardware" / "neupims.pim").read_text()
+    rule = "PIM_GEMV -> PIM_GEMV = 2 cycles * (max(k, 6) + 1);"
+    assert text.count(rule) == 1
+    path = tmp_path / "neupims.pim"
+    path.write_text(text.replace(rule, "PIM_GEMV -> PIM_GEMV = tRTP * (max(k, 6) + 1);")
+                    .replace('import "../', f'import "{ROOT}/specs/').replace('import "gpus', f'import "{ROOT}/specs/hardware/gpus'))
+    got = []
+    for overrides in ([], ["NEUPIMS_HBM2.timing.tRTP=9 cycles"], []):
+        spec, diags = load_spec(str(path), overrides)
+        assert spec is not None, diags.render_all()
+        gemv = next(r for r in spec.memories["neupims_hbm"].pim.rules
+                    if r.preceding == ("PIM_GEMV",) and r.following == ("PIM_GEMV",))
+        got.append([gemv.latency(k) for k in (0, 8)])
+    assert got == [[35, 45], [63, 81], [35, 45]]          # tRTP = 5 cycles ([REFDATA]), then 9
+
+
 def test_a_rule_latency_may_name_one_argument_only(tmp_path):
     from pimdsl.frontend.pipeline import load_spec
     spec_file = tmp_path / "two.pim"
