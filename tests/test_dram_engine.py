@@ -7,6 +7,7 @@ tBL = 4, tCCD_L = 8, tRAS = 52, tRC = 74, tRTP = 12, tRFC = 560, tREFI =
 from __future__ import annotations
 
 import json
+from functools import cache
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -26,6 +27,13 @@ REF_SPEC = str(ROOT / "specs" / "reference" / "dram.pim")
 
 
 def memory(name="ddr4_3200", overrides=()):
+    """The reference spec's memory `name` with these controller settings, elaborated once per
+    process (a Memory is frozen; the hypothesis tests ask for the same few hundreds of times)."""
+    return _memory(name, tuple(overrides))
+
+
+@cache
+def _memory(name, overrides):
     spec, diags = load_spec(REF_SPEC, [f"{name}.controller.{o}" for o in overrides])
     assert spec is not None, diags.render_all()
     return spec.memories[name]

@@ -20,7 +20,7 @@ from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.dram.state import DeviceState
 from pimdsl.interpreter.dram.tables import SCOPE_LEVEL, ChannelTables
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 
 T0 = 1000
 
@@ -32,8 +32,7 @@ def _bundled_parts():
         sorted(glob.glob(str(ROOT / "specs" / "reference" / "*.pim"))) + \
         sorted(glob.glob(str(ROOT / "specs" / "hardware" / "*.pim")))
     for path in files:
-        spec, diags = load_spec(path)
-        assert spec is not None, diags.render_all()
+        spec = bundled_spec(path)
         for part in spec.drams.values():
             if part.name not in seen and part.commands:
                 seen.add(part.name)
@@ -214,6 +213,27 @@ def test_a_rule_latency_follows_the_commands_argument():
     assert [b - a for a, b in zip(cycles, cycles[1:])] == [18, 66, 18]
     with pytest.raises(Exception, match="tabulated for k = 0 .. 512"):
         gemvs(8, 600)
+
+
+def test_a_latency_table_that_names_a_parameter_follows_each_spec(tmp_path):
+    """Tables of latencies of numbers and the argument alone are worked out once per process (the
+    elaborator keeps them by the expression's shape and tCK); one that names a timing parameter is
+    worked out for each spec, here the same rule under two values of tRTP in one process."""
+    from pimdsl.frontend.pipeline import load_spec
+    text = (ROOT / "specs" / "hardware" / "neupims.pim").read_text()
+    rule = "PIM_GEMV -> PIM_GEMV = 2 cycles * (max(k, 6) + 1);"
+    assert text.count(rule) == 1
+    path = tmp_path / "neupims.pim"
+    path.write_text(text.replace(rule, "PIM_GEMV -> PIM_GEMV = tRTP * (max(k, 6) + 1);")
+                    .replace('import "../', f'import "{ROOT}/specs/').replace('import "gpus', f'import "{ROOT}/specs/hardware/gpus'))
+    got = []
+    for overrides in ([], ["NEUPIMS_HBM2.timing.tRTP=9 cycles"], []):
+        spec, diags = load_spec(str(path), overrides)
+        assert spec is not None, diags.render_all()
+        gemv = next(r for r in spec.memories["neupims_hbm"].pim.rules
+                    if r.preceding == ("PIM_GEMV",) and r.following == ("PIM_GEMV",))
+        got.append([gemv.latency(k) for k in (0, 8)])
+    assert got == [[35, 45], [63, 81], [35, 45]]          # tRTP = 5 cycles ([REFDATA]), then 9
 
 
 def test_a_rule_latency_may_name_one_argument_only(tmp_path):

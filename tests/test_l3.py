@@ -3,6 +3,7 @@ bank period against the DRAM engine, trace lengths, and the serving loop's bookk
 from __future__ import annotations
 
 import json
+from functools import cache
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from .conftest import ROOT
 SPEC = str(ROOT / "specs/systems/l3_gpt3_175b.pim")
 
 
+@cache          # a System is frozen: each set of overrides is elaborated once per process
 def system(*sets, spec=SPEC):
     loaded, diags = load_spec(spec, list(sets))
     assert loaded is not None, diags.render_all()

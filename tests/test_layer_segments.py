@@ -7,6 +7,7 @@ PIM channel is the paper's Table 2 HBM: 32 banks, 1 KB page = 512 FP16.
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 import pytest
@@ -33,6 +34,12 @@ CHANS = np.array([0, 1, 0])
 
 
 def _system(name: str, overrides=()):
+    """The bundled system with these overrides, elaborated once per process (a System is frozen)."""
+    return _loaded(name, tuple(overrides))
+
+
+@cache
+def _loaded(name: str, overrides: tuple):
     spec, diags = load_spec(str(SYSTEMS / f"{name}.pim"), list(overrides))
     assert spec is not None, diags.render_all()
     return spec.systems[name]

@@ -4,12 +4,13 @@ bundled PIM program, announced estimates included; both give a loop the scope wh
 loops evaluated over numpy arrays give the tuples of the command-by-command walk; and expressions specialized to an expansion's constants compute what the plain ones do."""
 from __future__ import annotations
 
+from functools import cache
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.commands import ESTIMATE_ARG
 from pimdsl.ir.errors import Span
 from pimdsl.ir.pim_program import Apply, For, Issue, Let, Name, Num, PimProgram, ProgramError, compiled, specialized
@@ -17,7 +18,7 @@ from pimdsl.lowering import pim_program
 from pimdsl.lowering.pim_program import CHUNK, expand, placed, placed_batch, to_command
 from pimdsl.lowering.stream import unroll
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 
 SPAN = Span("test.pim", 1, 1)
 
@@ -28,8 +29,7 @@ def _memories():
     paths = sorted((ROOT / "specs" / "hardware").glob("*.pim")) + [ROOT / "specs" / "reference" / "hbm_pim_gemv.pim",
                                                                   ROOT / "tests" / "pim" / "gbmac.pim"]
     for path in paths:
-        spec, _ = load_spec(str(path))
-        for m in spec.memories.values():
+        for m in bundled_spec(path).memories.values():
             if m.pim is not None and m.pim.programs:
                 found.setdefault(m.pim.name, (m.pim.name, m))
     return sorted(found.values(), key=lambda x: x[0])
@@ -120,6 +120,7 @@ def test_whole_loops_over_arrays_give_the_commands_of_the_walk(label, memory, mo
     assert bool(batches) != any(ESTIMATE_ARG in c.args for c in memory.pim.commands)
 
 
+@cache          # one strategy per scope: hypothesis validates each new strategy object (most of the test's time)
 def _program_exprs(names):
     leaf = st.one_of(st.integers(-3, 9).map(Num), st.sampled_from(names).map(lambda n: Name(n, SPAN)))
     return st.recursive(leaf, lambda sub: st.builds(lambda op, a, b: Apply(op, (a, b), SPAN),

@@ -19,7 +19,6 @@ pytest.importorskip("numba")
 from hypothesis import HealthCheck, given, settings                             # noqa: E402
 from hypothesis import strategies as st                                          # noqa: E402
 
-from pimdsl.frontend.pipeline import load_spec                                   # noqa: E402
 from pimdsl.interpreter.dram import compiled_timer                               # noqa: E402
 from pimdsl.interpreter.dram.command_stream import CommandTimer                  # noqa: E402
 from pimdsl.interpreter.dram.stream_timer import StreamTimer                     # noqa: E402
@@ -28,7 +27,7 @@ from pimdsl.loops.sub_batch_serving.attention_programs import shape as attention
 from pimdsl.lowering.pim_program import expand                                   # noqa: E402
 from pimdsl.lowering.stream import Loop                                          # noqa: E402
 
-from .conftest import ROOT                                                       # noqa: E402
+from .conftest import ROOT, bundled_spec                                         # noqa: E402
 
 SPECS = ["specs/hardware/galaxy_s24p.pim", "specs/hardware/neupims.pim", "specs/hardware/dgx_a100_pim.pim",
          "specs/hardware/rtx4090_ndp.pim", "specs/reference/hbm_pim_gemv.pim", "tests/pim/gbmac.pim"]
@@ -37,9 +36,7 @@ SPECS = ["specs/hardware/galaxy_s24p.pim", "specs/hardware/neupims.pim", "specs/
 def _pim_memories():
     out = {}
     for path in SPECS:
-        spec, diags = load_spec(str(ROOT / path))
-        assert spec is not None, diags.render_all()
-        for m in spec.memories.values():
+        for m in bundled_spec(ROOT / path).memories.values():
             if m.pim is not None and m.pim.name not in {x.pim.name for x in out.values()}:
                 out[m.name] = m
     dual = out["neupims_hbm"]                       # the same unit blocked: one row buffer
@@ -48,7 +45,7 @@ def _pim_memories():
 
 
 MEMORIES = _pim_memories()
-PLAIN = load_spec(str(ROOT / "specs" / "reference" / "dram.pim"))[0].memories
+PLAIN = bundled_spec(ROOT / "specs" / "reference" / "dram.pim").memories
 
 
 @pytest.fixture(autouse=True)

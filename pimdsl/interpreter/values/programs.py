@@ -106,6 +106,11 @@ class ProgramExecutor:
             raise ProgramError(f"element {element} of {name} is outside its 0..{per_rank * self.org.ranks - 1}", None)
         return self.entries(name, (0, 0, element // per_rank)).reshape(-1), element % per_rank
 
+    @staticmethod
+    def apart(files: list[np.ndarray]) -> bool:
+        """Whether no two of these register files (one per bank) are one file."""
+        return len({id(f) for f in files}) == len(files)
+
     def _banks(self, decl, c: Command) -> list[tuple[int, int]]:
         """(rank, flat bank within the rank) of every bank the command acts on."""
         bpg, per_rank = self.org.banks_per_group, self.org.banks_per_rank
@@ -158,11 +163,21 @@ class ProgramExecutor:
         elif decl.effect == "dot_acc":
             src = next(s for s in decl.reads if s != "row")
             acc = next(s for s in decl.writes if s != "row")
-            for b in banks:
-                burst = rows.row(b, c.row)[c.column]
-                total = adder_tree_dot(burst, self.entries(src, units(b))[a["src"]], self.lanes).astype(self.dt)
-                entry = self.entries(acc, units(b))
-                entry[a["acc"], 0] = (entry[a["acc"], 0].astype(np.float32) + total.astype(np.float32)).astype(self.dt)
+            sources = [self.entries(src, units(b)) for b in banks]
+            regs = [self.entries(acc, units(b)) for b in banks]
+            bursts = [rows.row(b, c.row)[c.column] for b in banks]
+            if banks and src != acc and self.apart(regs):
+                # one MAC register per bank, none a source: every bank at once (row by row the same
+                # float32 adder trees and roundings as bank by bank below)
+                totals = adder_tree_dot(np.stack(bursts), np.stack([s[a["src"]] for s in sources]), self.lanes)
+                sums = (np.array([r[a["acc"], 0] for r in regs], self.dt).astype(np.float32)
+                        + totals.astype(self.dt).astype(np.float32)).astype(self.dt)
+                for r, value in zip(regs, sums):
+                    r[a["acc"], 0] = value
+            else:
+                for burst, source, entry in zip(bursts, sources, regs):
+                    total = adder_tree_dot(burst, source[a["src"]], self.lanes).astype(self.dt)
+                    entry[a["acc"], 0] = (entry[a["acc"], 0].astype(np.float32) + total.astype(np.float32)).astype(self.dt)
         elif decl.effect == "activation":
             if self.activation is None:
                 raise ProgramError(f"{name} applies the activation function, but the values run was given none",
