@@ -1,23 +1,48 @@
-"""Copies the top-level grammar/, specs/ and codegen/ into the wheel (as pimdsl/_data/),
-so that an installed `pimc` works outside the checkout. Metadata is in pyproject.toml."""
+"""Copies the top-level grammar/, specs/ and codegen/ into the wheel (as pimdsl/_data/), so that an
+installed `pimc` works outside the checkout, and compiles the kernels ahead of time (pimdsl/aot.py) into
+pimdsl/_aot/ (in the checkout for an editable install). A failed compile warns and the install goes on:
+the kernels then compile through numba when first used. Metadata is in pyproject.toml."""
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.build_py import build_py
 
 DATA_DIRS = ("grammar", "specs", "codegen")
+ROOT = Path(__file__).resolve().parent
 
 
 class BuildPyWithData(build_py):
     def run(self):
         super().run()
-        root = Path(__file__).resolve().parent
         for name in DATA_DIRS:
             target = Path(self.build_lib) / "pimdsl" / "_data" / name
             if target.exists():
                 shutil.rmtree(target)
-            shutil.copytree(root / name, target)
+            shutil.copytree(ROOT / name, target)
+        self.compile_kernels(ROOT if getattr(self, "editable_mode", False) else Path(self.build_lib))
+
+    @staticmethod
+    def compile_kernels(root: Path) -> None:
+        """pimdsl.aot.build on the package under `root`, in a process of its own."""
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        code = "import sys; from pimdsl.aot import build; sys.exit(1 if build() else 0)"
+        print("pimdsl: compiling the kernels ahead of time (about a minute)", file=sys.stderr)
+        try:
+            done = subprocess.run([sys.executable, "-c", code], cwd=root, env=env, timeout=1800)
+        except (OSError, subprocess.SubprocessError) as exc:
+            done = exc
+        if getattr(done, "returncode", 1) != 0:
+            print(f"warning: pimdsl: kernels not compiled ahead of time ({done}); they compile through "
+                  "numba when first used (`python -m pimdsl.aot` retries)", file=sys.stderr)
 
 
-setup(cmdclass={"build_py": BuildPyWithData})
+class WithKernels(Distribution):
+    def has_ext_modules(self):          # the wheel holds compiled extensions: tag it for this platform
+        return True
+
+
+setup(cmdclass={"build_py": BuildPyWithData}, distclass=WithKernels)

@@ -25,6 +25,8 @@ looks at one request, scans (`_best_oldest`).
 from __future__ import annotations
 
 import numpy as np
+
+from ...aot import entry
 from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
@@ -767,6 +769,11 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
 
 # ---- the Python side ------------------------------------------------------------------------------
 
+def compiled_core():
+    """`replay_core` as compiled ahead of time (aot.py) when that build is current, else through numba."""
+    return entry(__file__, "replay_core") or replay_core
+
+
 def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
     """Replay with the compiled core: (accepted, done, first_cmd, issued[ch, cmd], last_done[ch],
     records [(cycle, channel, cmd, node, request)] or None, rows[ch, rank] as `_track_rows` leaves it)."""
@@ -789,7 +796,7 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
     P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
     # the drain thresholds exactly as the reference computes them
-    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
+    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth], np.float64)
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
@@ -797,13 +804,14 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
                    and cfg.refresh_precharge == "all_bank")
         units[u] = (cmd, level, k, first_due, interval, banks[0], banks[-1] + 1, prea_ok)
     P[P_NU] = len(probe.units)
-    args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]
-    w = np.asarray(is_write, np.bool_)
+    args = [np.ascontiguousarray(a, np.int64) for a in (arrival, channel, bank, row)]
+    w = np.ascontiguousarray(is_write, np.bool_)
     cap = 4 * len(arrival) + 1024 if record else 0
     E = np.asarray(effects(tables), np.int64)
+    core = compiled_core()
     while True:
         rows = np.zeros((n_ch, tables.count[RANK], 3), np.int64)
-        status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
+        status, accepted, done, first_cmd, issued, last_done, records, n_rec = core(
             T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
         if status != 2:
             break
