@@ -28,7 +28,8 @@ class BuildPyWithData(build_py):
     @staticmethod
     def compile_kernels(root: Path) -> None:
         """pimdsl.aot.build on the package under `root`, in a process of its own."""
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        # the package under root first, then the build's own environment (pip's isolation)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
         code = "import sys; from pimdsl.aot import build; sys.exit(1 if build() else 0)"
         print("pimdsl: compiling the kernels ahead of time (about a minute)", file=sys.stderr)
         try:

@@ -8,10 +8,12 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from pimdsl import aot, jit_cache
 from pimdsl.interpreter.dram import core
+from pimdsl.sparsity import window_remap
 
 from .conftest import ROOT
 
@@ -60,7 +62,9 @@ def test_a_build_is_used_only_while_its_stamp_is_the_kernel_module_s(build_copy,
     aot._load.cache_clear()
     build_copy.write_text("0" * 64 + "\n")              # built from another version of the kernels
     assert aot.entry(core.__file__, "replay_core") is None
-    assert core.compiled_core() is core.replay_core     # numba's kernel instead
+    namespace = {"replay_core": core.replay_core.fallback}
+    aot.bind(namespace, core.__file__)
+    assert namespace["replay_core"] is core.replay_core.fallback      # numba's kernel, not the build
     aot._load.cache_clear()
     build_copy.unlink()
     assert aot.entry(core.__file__, "replay_core") is None
@@ -71,6 +75,29 @@ def test_a_build_is_used_only_while_its_stamp_is_the_kernel_module_s(build_copy,
     monkeypatch.delenv("PIMDSL_AOT")
     aot._load.cache_clear()
     assert aot.entry(core.__file__, "replay_core") is not None
+    aot.bind(namespace, core.__file__)
+    assert isinstance(namespace["replay_core"], aot.Ahead)
+
+
+def test_arguments_not_of_the_signature_go_to_numba_s_kernel_and_the_build_computes_what_python_does():
+    assert isinstance(window_remap._loads, aot.Ahead), BUILD_HINT
+    built = window_remap._loads
+    ahead = aot.Ahead(built.built, built.checks, lambda *args: "numba")
+    rng = np.random.default_rng(7)
+    device = rng.integers(-1, 6, 500).astype(np.int16)
+    activity = rng.integers(0, 200, 500).astype(np.uint8)
+    python = built.fallback.py_func(device, activity, 6)
+    assert np.array_equal(ahead(device, activity, 6), python) and python.sum() > 0
+    assert np.array_equal(ahead(device, activity, np.int64(6)), python)
+    # the extension would read these as raw memory: numba's kernel compiles for their types instead
+    for args in [(device.astype(np.int32), activity, 6), (device[::2], activity[::2], 6), (device, activity, 6.0),
+                 (device, activity, True), (device, activity), (device.reshape(5, 100), activity, 6)]:
+        assert ahead(*args) == "numba"
+    T = tuple(np.zeros(2, np.int64) for _ in range(14))
+    checks = aot._argument_checks(aot.KERNELS["interpreter/dram/stream_core.py"]["_earliest"])
+    assert all(map(aot._fits, checks, (T, np.zeros(3, np.int64), 0, 1, 2, 3)))
+    assert not all(map(aot._fits, checks, (T[:13], np.zeros(3, np.int64), 0, 1, 2, 3)))
+    assert not all(map(aot._fits, checks, (T, np.zeros(3, np.int64), 0, 1, 2, np.int32(3))))
 
 
 def test_a_missing_extension_or_one_for_another_interpreter_falls_back(build_copy):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...aot import entry
+from ...aot import bind
 from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
@@ -767,12 +767,10 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
             break
 
 
+bind(globals(), __file__)          # replay_core from its ahead-of-time build when current (aot.py)
+
+
 # ---- the Python side ------------------------------------------------------------------------------
-
-def compiled_core():
-    """`replay_core` as compiled ahead of time (aot.py) when that build is current, else through numba."""
-    return entry(__file__, "replay_core") or replay_core
-
 
 def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
     """Replay with the compiled core: (accepted, done, first_cmd, issued[ch, cmd], last_done[ch],
@@ -808,10 +806,9 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     w = np.ascontiguousarray(is_write, np.bool_)
     cap = 4 * len(arrival) + 1024 if record else 0
     E = np.asarray(effects(tables), np.int64)
-    core = compiled_core()
     while True:
         rows = np.zeros((n_ch, tables.count[RANK], 3), np.int64)
-        status, accepted, done, first_cmd, issued, last_done, records, n_rec = core(
+        status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
             T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
         if status != 2:
             break
