@@ -108,6 +108,11 @@ class Ahead:
     def _numba_type_(self):              # a kernel numba compiles (the fallback) may call this one
         return self.fallback._numba_type_
 
+    def __getattr__(self, name):         # the numba kernel's own attributes (py_func, its cache, ...)
+        if name.startswith("__") or name in ("built", "checks", "fallback"):
+            raise AttributeError(name)
+        return getattr(self.fallback, name)
+
 
 _SCALARS = {"int64": (int, np.int64), "float64": (float, np.float64), "float32": (np.float32,),
             "boolean": (bool, np.bool_)}
