@@ -1,6 +1,6 @@
 """Copies the top-level grammar/, specs/ and codegen/ into the wheel (as pimdsl/_data/), so that an
 installed `pimc` works outside the checkout, and compiles the kernels ahead of time (pimdsl/aot.py) into
-pimdsl/_aot/ (in the checkout for an editable install). A failed compile warns and the install goes on:
+pimdsl/_aot/ (of the wheel, and of the checkout it is built from). A failed compile warns and the install goes on:
 the kernels then compile through numba when first used. Metadata is in pyproject.toml."""
 import os
 import shutil
@@ -23,7 +23,31 @@ class BuildPyWithData(build_py):
             if target.exists():
                 shutil.rmtree(target)
             shutil.copytree(ROOT / name, target)
-        self.compile_kernels(ROOT if getattr(self, "editable_mode", False) else Path(self.build_lib))
+        if getattr(self, "editable_mode", False):
+            self.compile_kernels(ROOT)
+        else:
+            self.compile_kernels(Path(self.build_lib))
+            self.copy_kernels(Path(self.build_lib) / "pimdsl" / "_aot", ROOT / "pimdsl" / "_aot")
+
+    @staticmethod
+    def copy_kernels(built: Path, checkout: Path) -> None:
+        """The builds also into the checkout (pip builds in it), for code run from there: the tests, and
+        `python -m pimdsl...` in the checkout, import its pimdsl, not the installed copy (the same files,
+        so the same stamps)."""
+        try:
+            checkout.mkdir(exist_ok=True)
+            if not built.is_dir():
+                return
+            for stamp in built.glob("*.stamp"):        # no stamp beside an extension being replaced
+                (checkout / stamp.name).unlink(missing_ok=True)
+            # extensions first, then their stamps; each a new file, not rewritten in place (a running
+            # process may have the old one mapped)
+            for path in sorted(built.iterdir(), key=lambda p: p.suffix == ".stamp"):
+                part = checkout / f".{path.name}.part"
+                shutil.copy2(path, part)
+                os.replace(part, checkout / path.name)
+        except OSError as exc:
+            print(f"pimdsl: kernels built ahead of time not copied into the checkout ({exc})", file=sys.stderr)
 
     @staticmethod
     def compile_kernels(root: Path) -> None:
