@@ -19,6 +19,7 @@ import functools
 import importlib.machinery
 import importlib.util
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -197,30 +198,40 @@ def _load(module: str):
 
 def build(folder: Path = FOLDER, modules=None) -> list[str]:
     """Compile the entry points of `modules` (default: every kernel module) into `folder`; returns the
-    modules that failed, each reported on stderr (their kernels then compile through numba when used)."""
-    import numba  # noqa: F401  (kernels defined from here on are numba's dispatchers)
+    modules that failed, each reported on stderr (their kernels then compile through numba when used).
+    An extension is compiled beside and then moved in (a new file: a running process may have the old
+    one mapped), with its stamp removed meanwhile and written last."""
     from numba.pycc import CC
+
+    from .jit_cache import _numba_njit
+    _numba_njit()                           # kernels imported from here on are numba's dispatchers
     folder.mkdir(parents=True, exist_ok=True)
     failed = []
     for module, entries in KERNELS.items():
         if modules is not None and module not in modules:
             continue
         name = extension_name(module)
+        part = folder / f".{name}.part"
         try:
+            source_stamp = stamp(PACKAGE / module)          # of the source compiled below
             kernels = importlib.import_module(f"{__package__}.{module.removesuffix('.py').replace('/', '.')}")
             cc = CC(name)
-            cc.output_dir = str(folder)
+            cc.output_dir = str(part)
             cc.verbose = False
             for fn, signature in entries.items():
                 kernel = getattr(kernels, fn)
                 cc.export(fn, signature)(getattr(kernel, "fallback", kernel).py_func)
-            (folder / f"{name}.stamp").unlink(missing_ok=True)
             cc.compile()
-            (folder / f"{name}.stamp").write_text(stamp(PACKAGE / module) + "\n")
+            (folder / f"{name}.stamp").unlink(missing_ok=True)
+            for path in part.iterdir():
+                os.replace(path, folder / path.name)
+            (folder / f"{name}.stamp").write_text(source_stamp + "\n")
         except Exception as exc:            # no compiler, a kernel numba cannot compile ahead of time, ...
             print(f"pimdsl: not compiling {module} ahead of time ({type(exc).__name__}: {exc}); "
                   "its kernels compile when first used", file=sys.stderr)
             failed.append(module)
+        finally:
+            shutil.rmtree(part, ignore_errors=True)
     return failed
 
 
