@@ -9,9 +9,13 @@ package modules it imports from). The install builds them (setup.py); `python -m
 in place for a checkout. `entry(source, name)` is the extension's function when the extension is there and
 its stamp is the module's as it is now, else None and the caller uses the kernel through numba (an edited
 kernel in an editable install, no compiler at install): the same code either way, only compiled at another
-time. Neither the stamp nor the loading imports numba. PIMDSL_AOT=off ignores the extensions.
+time. Each kernel module ends with `bind(globals(), __file__)`, which puts an `Ahead` in place of each of
+its entry points while the build is current. Neither the stamp nor the loading imports numba (jit_cache's
+kernels load numba only when first called). PIMDSL_AOT=off ignores the extensions.
 
 Arguments must match the signatures exactly (dtype, dimensions, C order): an extension does not convert.
+The compiler is numba's `numba.pycc`, pending deprecation since numba 0.57 and still in the pinned 0.68;
+should a numba drop it, the build fails and every kernel compiles through numba as before.
 """
 from __future__ import annotations
 
@@ -201,7 +205,10 @@ def build(folder: Path = FOLDER, modules=None) -> list[str]:
     modules that failed, each reported on stderr (their kernels then compile through numba when used).
     An extension is compiled beside and then moved in (a new file: a running process may have the old
     one mapped), with its stamp removed meanwhile and written last."""
-    from numba.pycc import CC
+    import warnings
+    with warnings.catch_warnings():     # pycc's pending deprecation (said once, in this module's docstring)
+        warnings.simplefilter("ignore")
+        from numba.pycc import CC
 
     from .jit_cache import _numba_njit
     _numba_njit()                           # kernels imported from here on are numba's dispatchers

@@ -116,3 +116,11 @@ def test_the_build_and_numba_s_kernel_replay_alike():
     jitted = replay_in_a_process("PIMDSL_DRAM_ENGINE=compiled", "PIMDSL_AOT=off")
     assert jitted["numba"] and not built["numba"]
     assert built["report"] == jitted["report"]
+
+
+def test_without_a_compiler_the_build_reports_the_module_and_leaves_no_extension(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CC", "/bin/false")
+    monkeypatch.setenv("LDSHARED", "/bin/false")
+    assert aot.build(tmp_path, ["sparsity/window_remap.py"]) == ["sparsity/window_remap.py"]
+    assert "not compiling sparsity/window_remap.py ahead of time" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
