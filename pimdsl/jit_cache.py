@@ -14,8 +14,8 @@ of its own, so two versions compiling at once never write the same index and dat
 per version of the DRAM core; deleting the folder is always safe). NUMBA_CACHE_DIR, when set, still wins;
 an unwritable folder falls back to numba's own places.
 
-Kernel modules take `njit` from here, so the locator is registered before their decorators run; numba
-itself is imported only then (asking `is_cached` does not load it).
+Kernel modules take `njit` from here, so the locator is registered before numba compiles any of them;
+numba itself is imported only when a kernel is first called (asking `is_cached` does not load it).
 """
 from __future__ import annotations
 
@@ -38,11 +38,64 @@ PACKAGE = Path(__file__).resolve().parent
 __all__ = ["njit", "folder_for", "is_cached", "announce_compile"]
 
 
+def njit(*args, **options):
+    """numba's njit, deferred: until numba is loaded, a kernel is a `LazyKernel` and importing its module
+    does not load numba (about 1.2 s with the cache's load); the first call of any kernel loads numba and
+    turns every kernel of the package into numba's dispatcher, in its module and wherever it was imported
+    (kernels calling kernels see dispatchers when numba types them). A kernel whose ahead-of-time build is
+    current (aot.py) is called from its extension and never needs numba."""
+    if args and callable(args[0]):
+        return njit(**options)(args[0])
+
+    def decorate(func):
+        if _numba_njit.cache_info().currsize:
+            _materialize()                  # kernels it imported from modules loaded before numba
+            return _numba_njit()(**options)(func)
+        kernel = LazyKernel(func, options)
+        _LAZY.append(kernel)
+        return kernel
+    return decorate
+
+
+_LAZY: list = []
+
+
+class LazyKernel:
+    """A kernel whose numba dispatcher is made on first use (`njit`)."""
+
+    def __init__(self, func, options):
+        self.py_func, self.options, self.dispatcher = func, options, None
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args):
+        if self.dispatcher is None:
+            _materialize()
+        return self.dispatcher(*args)
+
+    def __getattr__(self, name):         # the dispatcher's attributes (signatures, ...)
+        if name.startswith("__") or name in ("py_func", "options", "dispatcher"):
+            raise AttributeError(name)
+        if self.dispatcher is None:
+            _materialize()
+        return getattr(self.dispatcher, name)
+
+
+def _materialize() -> None:
+    """numba's dispatchers for every lazy kernel, replacing them in the package's modules."""
+    njit_ = _numba_njit()
+    for kernel in _LAZY:
+        if kernel.dispatcher is None:
+            kernel.dispatcher = njit_(**kernel.options)(kernel.py_func)
+    for name, module in list(sys.modules.items()):
+        if name.startswith(__package__ + ".") and module is not None:
+            names = vars(module)
+            for key, value in list(names.items()):
+                if isinstance(value, LazyKernel):
+                    names[key] = value.dispatcher
+
+
 def __getattr__(name: str):
-    """`njit`, imported with numba on first use: asking whether a kernel is cached (`is_cached`)
-    does not load numba (about 0.7 s)."""
-    if name == "njit":
-        return _numba_njit()
+    """`SealedCacheFile`: numba's cache file as sealed here (loads numba)."""
     if name == "SealedCacheFile":            # numba's cache file as pimdsl seals it (tests plant files in it)
         _numba_njit()
         return _SEALED[0]

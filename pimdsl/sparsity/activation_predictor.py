@@ -15,6 +15,7 @@ keeps the combined rule. A neuron's *hotness* for online adjustment (Sec. IV-C-2
 from __future__ import annotations
 
 import numpy as np
+from ..aot import bind
 from ..jit_cache import njit
 
 MODES = ("combined", "token", "layer")
@@ -89,3 +90,6 @@ def _predict_update(states, parent0, parent1, previous, actual, rule, fired, idl
         out[i] = rule[s, np.int64(previous[parent0[i]]) + np.int64(previous[parent1[i]])]
         states[i] = fired[s] if actual[i] else idle[s]
     return out
+
+
+bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from ..aot import bind
 from ..jit_cache import njit
 
 _GRID = np.linspace(-8.0, 8.0, 8193)
@@ -227,3 +228,6 @@ def _chain_step(latent, innovation, rho, noise, own, mix, parent0, parent1, offs
 def similarity(a: np.ndarray, b: np.ndarray) -> float:
     """Fraction of the neurons active in `a` that are active in `b` (the reading of Fig. 4a)."""
     return float((a & b).sum() / max(1, a.sum()))
+
+
+bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

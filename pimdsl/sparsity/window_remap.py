@@ -12,6 +12,7 @@ one, so the loop ends balanced without oscillating).
 from __future__ import annotations
 
 import numpy as np
+from ..aot import bind
 from ..jit_cache import njit
 
 
@@ -99,3 +100,6 @@ def imbalance(z: np.ndarray) -> float:
     """max / mean load of the DIMMs (1.0: balanced)."""
     mean = np.add.reduce(z) / len(z)                 # z.mean() without its dispatch (the same sum and division)
     return float(z.max() / mean) if mean > 0 else 1.0
+
+
+bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

@@ -25,6 +25,8 @@ looks at one request, scans (`_best_oldest`).
 from __future__ import annotations
 
 import numpy as np
+
+from ...aot import bind
 from ...jit_cache import njit
 
 from .controller import SECOND_HALF, SYNC
@@ -765,6 +767,9 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
             break
 
 
+bind(globals(), __file__)          # replay_core from its ahead-of-time build when current (aot.py)
+
+
 # ---- the Python side ------------------------------------------------------------------------------
 
 def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int, record: bool):
@@ -789,7 +794,7 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
     P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
     # the drain thresholds exactly as the reference computes them
-    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth])
+    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth], np.float64)
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
@@ -797,8 +802,8 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
                    and cfg.refresh_precharge == "all_bank")
         units[u] = (cmd, level, k, first_due, interval, banks[0], banks[-1] + 1, prea_ok)
     P[P_NU] = len(probe.units)
-    args = [np.asarray(a, np.int64) for a in (arrival, channel, bank, row)]
-    w = np.asarray(is_write, np.bool_)
+    args = [np.ascontiguousarray(a, np.int64) for a in (arrival, channel, bank, row)]
+    w = np.ascontiguousarray(is_write, np.bool_)
     cap = 4 * len(arrival) + 1024 if record else 0
     E = np.asarray(effects(tables), np.int64)
     while True:

@@ -87,27 +87,36 @@ class ReplayResult:
 
 # Loading the cached compiled core costs about 1.4 s (compiling it on a cold cache, about 20 s of
 # CPU); the Python engine replays about 38k requests/s. Below this many requests the Python engine
-# finishes first, so a small replay never waits for the compiled core.
+# finishes first, so a small replay never waits for the compiled core. Built ahead of time (aot.py),
+# the core loads in milliseconds and replays every trace.
 COMPILED_MIN_REQUESTS = 50_000
+CORE = Path(__file__).resolve().parent / "core.py"
 
 
 def default_engine(requests: int | None = None) -> str:
-    """`compiled` (dram/core.py, numba) when numba is installed and the trace is long enough to pay for
-    loading it, else `python` (dram/controller.py, the reference); both give identical results.
+    """`compiled` (dram/core.py) when built ahead of time, or when numba is installed and the trace is
+    long enough to pay for loading it, else `python` (dram/controller.py, the reference); both give identical results.
     $PIMDSL_DRAM_ENGINE=python|compiled chooses."""
     chosen = os.environ.get("PIMDSL_DRAM_ENGINE")
     if chosen in ("python", "compiled"):
         return chosen
+    if _core_built_ahead():
+        return "compiled"                   # loads in milliseconds, without numba
     if requests is not None and requests < COMPILED_MIN_REQUESTS:
         return "python"
     return "compiled" if importlib.util.find_spec("numba") is not None else "python"
 
 
+def _core_built_ahead() -> bool:
+    from ...aot import entry
+    return entry(CORE, "replay_core") is not None
+
+
 def compiled_core_is_cached() -> bool:
-    """Has numba's cache (jit_cache.py) got the compiled replay loop? If not, the first compiled
-    replay compiles it, which takes about 20 s."""
+    """Is the compiled replay loop built ahead of time (aot.py) or in numba's cache (jit_cache.py)?
+    If not, the first compiled replay compiles it, which takes about 20 s."""
     from ...jit_cache import is_cached
-    return is_cached(Path(__file__).resolve().parent / "core.py", "replay_core")
+    return _core_built_ahead() or is_cached(CORE, "replay_core")
 
 
 def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: str | None = None) -> ReplayResult:

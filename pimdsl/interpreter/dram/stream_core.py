@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...aot import bind
 from ...jit_cache import njit
 from .core import _earliest, _state_issue
 from .tables import BANK
@@ -152,3 +153,6 @@ def issue_run(T, Q, C, places, code, row, estimate, G, next_at, hist, hist_len, 
         last[s] = cycle
         cycles[i] = cycle
     return OK, code.shape[0], 0, 0, log
+
+
+bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from ...aot import bind
 from ...jit_cache import njit
 
 from ...frontend.diagnostics import did_you_mean
@@ -687,3 +688,5 @@ def report_common(s: Setup, ttft: float, e2e: float) -> dict:
                              "gpu_weights": min(s.budget, totals["weights"]),
                              "total": totals["weights"] + totals["kv_cache"]}}
 
+
+bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)
