@@ -84,6 +84,21 @@ def test_field_set_twice(errors):
         "spec.pim:1:25: error: 'batch' is set twice in workload w"]
 
 
+def test_sub_block_declared_twice_in_one_body(errors):
+    # a repeat used to merge into the first, its fields replacing the first's unchecked (a fuzzed
+    # `size = 128 MT/s` in the first of two equal regions passed `pimc check`)
+    found = errors("cpu c { peak { fp16 = 1 TFLOPS; } cache L2 { size = 1 MiB; } cache L2 { size = 2 MiB; } }")
+    assert first_lines(found) == ["spec.pim:1:62: error: cache 'L2' is declared twice in cpu c"]
+    assert "hint: the first is at spec.pim:1:35; merge them into one or rename one" in found[0]
+    found = errors("cpu c { peak { fp16 = 1 TFLOPS; } peak { bf16 = 1 TFLOPS; } }")
+    assert first_lines(found) == ["spec.pim:1:35: error: a 'peak' block is declared twice in cpu c"]
+
+
+def test_a_derived_block_still_extends_its_bases_sub_block(errors):
+    assert errors("cpu b { peak { fp16 = 1 TFLOPS; } cache L2 { size = 1 MiB; } }\n"
+                  "cpu c : b { cache L2 { size = 2 MiB; } }") == []
+
+
 def test_name_declared_twice(errors):
     assert first_lines(errors("workload w { batch = 1; }\nworkload w { batch = 2; }")) == [
         "spec.pim:2:1: error: 'w' is declared twice (first as workload at spec.pim:1:1)"]

@@ -160,6 +160,7 @@ class ScopeBuilder:
 
     def apply(self, node: Node, body: tuple) -> None:
         seen: dict[str, Span] = {}
+        blocks_seen: dict[tuple, Span] = {}        # sub-blocks of this body: a repeat would silently merge
         for stmt in body:
             if isinstance(stmt, (Assign, Let)):
                 if stmt.name in seen:
@@ -173,6 +174,13 @@ class ScopeBuilder:
             elif isinstance(stmt, Window):
                 node.windows[window_key(stmt)] = stmt
             elif isinstance(stmt, Block):
+                key = (stmt.kind, stmt.name)
+                if key in blocks_seen:
+                    what = f"{stmt.kind} '{stmt.name}'" if stmt.name else f"a '{stmt.kind}' block"
+                    self.diags.error(f"{what} is declared twice in {node.label}", stmt.span,
+                                     f"the first is at {blocks_seen[key]}; merge them into one or rename one")
+                    continue
+                blocks_seen[key] = stmt.span
                 existing = node.child(stmt.kind, stmt.name)
                 if existing is not None and stmt.base is None and stmt.kind not in ORDERED_KINDS:
                     if stmt.count is not None:
