@@ -119,7 +119,9 @@ def time_case(args: list[str], runs: int, command: str = "run") -> tuple[list[fl
             cpu.append(run.cpu_s)
             rss.append(run.max_rss_mb)
             if run.returncode != 0:
-                errors = [line for line in stderr.splitlines() if "error" in line] or stderr.splitlines()
+                errors = ([line for line in stderr.splitlines() if "error" in line]
+                          or [line for line in stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+                          or stderr.splitlines())
                 return times, cpu, rss, (errors or ["failed"])[0].strip()
             report = json.loads(stdout) if command == "run" else {}
             if command == "pytest":
