@@ -230,3 +230,28 @@ def test_energy_table_is_its_generators_output(tmp_path):
     systems = {p.stem for p in (ROOT / "specs/systems").glob("*.pim")}
     assert systems == {r["system"] for r in rows}
     assert "[NEUPIMS] Table 5 | 0.3641 | 0.6348" in (ROOT / "validation/energy.md").read_text()
+
+
+def test_a_memory_inside_a_processors_declared_power_adds_only_its_pim_commands():
+    # L3's A100s declare 400 W board power and `power_covers = [l3_hbm_pim]` (their HBM is on the
+    # module): the HBM-PIM adds no standby and no host-access energy, only its PIM commands (the
+    # sample of the test above); the host memory's standby still counts
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    sample = {"command_counts": {"cmd.RD": 10}, "seconds": 1e-6, "refreshes": 0}
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"hbm_pim": 0.5}, "utilization_of": {"hbm_pim": "l3_hbm_pim"},
+                              "pim_command_samples": {"l3_hbm_pim": sample}})
+    e = out["energy_j"]
+    pim = 10 * 402e-12 / 1e-6 * 64 * 8 * 0.5
+    assert e["by_resource"]["memory:l3_hbm_pim"] == pytest.approx(pim)
+    assert e["by_component"]["dram_standby"] == pytest.approx(64 * 222 / 0.625 * 1e-3)   # the host memory's alone
+    assert e["in_processor_power"] == "memory:l3_hbm_pim in gpu:l3_a100"
+    assert "host accesses of l3_hbm_pim" not in e["not_counted"]
+
+
+def test_power_covers_names_memories(errors):
+    assert errors("cpu c { active_power = 10 W; power_covers = [c]; }") == [
+        "spec.pim:1:46: error: a memory was expected here, this is cpu c\n"
+        "    cpu c { active_power = 10 W; power_covers = [c]; }\n"
+        "                                                 ^\n"
+        "  hint: there are no memory names here"]

@@ -70,7 +70,8 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "(`pimdsl/interpreter/run_energy.py`, `pimdsl/interpreter/dram/energy.py`):",
         "",
         "* **processors**: a processor's declared `active_power` (and `idle_power`) over its busy (and idle) time: "
-        "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]), the PIPELOAD Xeon's 205 W TDP ([XEON], "
+        "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]; the A100's holds its HBM, "
+        "`power_covers`, so L3's HBM-PIM adds only its PIM commands, no standby), the PIPELOAD Xeon's 205 W TDP ([XEON], "
         "counted while the inference agent computes), the host CPUs' vendor TDPs (L3's EPYC 7742 225 W "
         "[EPYC], Hermes' i9-13900K 253 W maximum turbo power [I9], AiM's Xeon 8380 270 W [XEON_8380]), "
         "counted while a loop reports them busy; all upper bounds while busy, no idle power cited;",

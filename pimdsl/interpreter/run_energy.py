@@ -32,6 +32,10 @@ this module turns them into energy, so that every loop reports it the same way (
     or, where the loop reports the bytes it moved over the link (`link_bytes`: link name -> bytes,
     all its instances), those bytes (and then not its utilization, which would count them twice).
 
+A memory that a processor with a declared power lists in `power_covers` (a GPU's board power with its
+own HBM on the board) adds no standby and no host-access energy: the processor's power holds them.
+Its PIM commands still count, as work the processor's declared power was not measured with.
+
 A utilization key that names a loop's role rather than a resource (`dimm_bank`, `hbm_pim`) counts for
 the resource the loop's `utilization_of` maps it to (key -> memory or processor name).
 
@@ -77,6 +81,12 @@ def _resource_owner(key: str, processors: dict, memories: dict):
         if len(pims) == 1:
             return pims[0], "memory"
     return None, None
+
+
+def _covered(processors: dict) -> dict[str, str]:
+    """Memory name -> the processor (`kind:name`) whose declared power includes it (`power_covers`)."""
+    return {name: f"{p.kind}:{p.name}" for p in processors.values()
+            if p.active_power_w or p.idle_power_w for name in p.power_covers}
 
 
 def _standby_w(memory) -> tuple[float, float] | None:
@@ -175,6 +185,7 @@ def run_energy(system, report: dict) -> dict:
         by_component["processor_idle"] += idle
         by_resource[f"{p.kind}:{p.name}"] = active + idle
     pims = [m for m in memories.values() if m.pim is not None]
+    covered = _covered(processors)
     for m in memories.values():
         standby = _standby_w(m)
         if standby is None:
@@ -182,7 +193,7 @@ def run_energy(system, report: dict) -> dict:
             continue
         share = busy_of.get(m.name, [0.0])
         busy = sum(share) / len(share) * end
-        energy = standby[0] * (end - busy) + standby[1] * busy
+        energy = 0.0 if m.name in covered else standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
         if m.pim is not None:
             commands = _pim_commands_j(m, _pim_sample(m, report, pims),
@@ -192,6 +203,8 @@ def run_energy(system, report: dict) -> dict:
             by_component["pim_commands"] += commands or 0.0
             energy += commands or 0.0
         traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
+        if m.name in covered:                           # inside the processor's declared power
+            traffic = 0.0
         if traffic is None:
             not_counted.append(f"host accesses of {m.name}")
         else:
@@ -205,7 +218,9 @@ def run_energy(system, report: dict) -> dict:
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)))},
+                        "not_counted": ", ".join(sorted(set(not_counted))),
+                        "in_processor_power": ", ".join(f"memory:{m} in {p}" for m, p in sorted(covered.items())
+                                                        if m in memories)},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]
@@ -221,7 +236,9 @@ def power_levels(system, report: dict | None = None):
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     base = sum(p.idle_power_w * p.count for p in processors.values())
-    standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
+    covered = _covered(processors)
+    standby = {m.name: (0.0, 0.0) if m.name in covered else w
+               for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
     pims = [m for m in memories.values() if m.pim is not None]
     commands = {m.name: _pim_command_w(m, _pim_sample(m, report or {}, pims)) or 0.0 for m in pims}
