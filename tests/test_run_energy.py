@@ -86,6 +86,20 @@ def test_power_counter_steps_at_busy_edges():
         (0.0, 105.0), (1e6, 105.0), (2e6, 115.0), (3e6, 15.0), (4e6, 5.0)]
 
 
+def test_a_replicas_role_powers_its_share_of_the_resource_the_role_names():
+    # L3's intervals are `replicaN.gpu` and `replicaN.dimm_bank`: with two data-parallel replicas one
+    # replica's GPUs are half of the 8 A100s at 400 W, and its bank PUs (`dimm_bank`, the host
+    # memory's through `utilization_of`) half of the host memory's 64 ranks going from precharge to
+    # active standby (222 -> 312 pJ per 0.625 ns cycle); the HBM-PIM is inside the A100s' power
+    from pimdsl.interpreter.run_energy import power_levels
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    base, extra = power_levels(system, {"dp": 2, "utilization_of": {"dimm_bank": "l3_host_mem"}})
+    assert base == pytest.approx(64 * 222 / 0.625 * 1e-3)
+    assert extra("replica0.gpu") == pytest.approx(8 * 400 / 2)
+    assert extra("replica1.dimm_bank") == pytest.approx(64 * (312 - 222) / 0.625 * 1e-3 / 2)
+    assert extra("l3_hbm_pim") == 0.0
+
+
 def test_pimc_run_timeline_has_a_power_track(tmp_path):
     path = tmp_path / "t.json"
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--timeline", str(path))

@@ -232,7 +232,8 @@ def power_levels(system, report: dict | None = None):
     """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
     declared idle power and every memory's precharge standby; a busy processor adds active - idle
     power, a busy PIM memory active - precharge standby and, with the run's `report`, the command
-    power of its PIM ops (per instance for `name[i]`)."""
+    power of its PIM ops (per instance for `name[i]`; a loop's role through the report's `utilization_of`;
+    `replicaN.role`, one of the report's `dp` data-parallel replicas, for its share)."""
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     base = sum(p.idle_power_w * p.count for p in processors.values())
@@ -243,9 +244,17 @@ def power_levels(system, report: dict | None = None):
     pims = [m for m in memories.values() if m.pim is not None]
     commands = {m.name: _pim_command_w(m, _pim_sample(m, report or {}, pims)) or 0.0 for m in pims}
 
+    roles = (report or {}).get("utilization_of") or {}
+    replicas = (report or {}).get("dp") or 1
+
     def extra(resource: str) -> float:
+        share = 1.0
+        head, _, role = resource.partition(".")
+        if role and ":" not in head:             # one data-parallel replica's role (`replica0.gpu`)
+            resource, share = role, 1 / replicas
+        resource = roles.get(resource, resource)
         owner, kind = _resource_owner(resource, processors, memories)
-        share = 1 / owner.count if owner is not None and "[" in resource else 1
+        share *= 1 / owner.count if owner is not None and "[" in resource else 1
         if kind == "processor":
             return (owner.active_power_w - owner.idle_power_w) * owner.count * share
         if kind == "memory" and owner.name in standby:
