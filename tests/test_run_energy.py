@@ -35,21 +35,28 @@ def test_processor_energy_is_declared_power_over_busy_time():
 def test_a_resource_without_declared_power_is_listed_not_counted():
     system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
     # the phone's CPU declares no power; its LPDDR5X (the assumed LPDDR4 currents, lpddr5.pim) is
-    # counted at precharge standby: 4 channels x 2 ranks x 1.2 V x 34 mA, no report of PIM commands
+    # counted at precharge standby, 4 channels x 2 ranks x 1.2 V x 34 mA, and refresh, an all-bank REF
+    # per rank every tREFI 4167 cycles at 1.2 V x (280 - 47) mA for tRFC 299 cycles (IDD5AB - IDD3N);
+    # no report of PIM commands
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
     e = out["energy_j"]
-    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
+    memory_w = 4 * 2 * 1.2 * (0.034 + (0.280 - 0.047) * 299 / 4167)
+    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(memory_w)}
+    assert e["by_component"]["dram_refresh"] == pytest.approx(4 * 2 * 1.2 * 0.233 * 299 / 4167)
     assert {"cpu:s24_cpu", "host accesses of s24_lpddr5x"} <= set(e["not_counted"].split(", "))
     # PIM work without the commands behind it (no `pim` in the report) is listed too; unused, it is not
     assert "PIM command energy of s24_lpddr5x" not in e["not_counted"]
     busy = run_energy(system, {"end_to_end_s": 1.0, "utilization": {"pim:s24_lpddr5x": 0.5}})
     assert "PIM command energy of s24_lpddr5x" in busy["energy_j"]["not_counted"].split(", ")
-    assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
+    assert out["energy_per_token_j"] == pytest.approx(memory_w / 5)
 
 
 # HBM2 per pseudo-channel (hbm2.pim), 1 ns: pJ of one ACT 1.2 x (32.5 x 48 - (27.5 x 33 + 20 x 15)),
 # of one RD burst 1.2 x (195 - 27.5) x 2, of a WR 1.2 x (250 - 27.5) x 2, of a REF 1.2 x (125 - 27.5) x 350
 ACT, RD, WR, REF = 408.0, 402.0, 534.0, 40_950.0
+# L3's DDR4 host memory: a rank (8 devices) refreshes every tREFI 12480 cycles for tRFC 560 cycles at
+# 1.2 V x (250 - 52) mA per device (IDD5AB - IDD3N)
+DDR4_REFRESH_W = 1.2 * 8 * 0.198 * 560 / 12480
 
 
 def test_pimc_run_json_reports_dram_standby_and_pim_commands_of_a_pim_memory():
@@ -94,7 +101,7 @@ def test_a_replicas_role_powers_its_share_of_the_resource_the_role_names():
     from pimdsl.interpreter.run_energy import power_levels
     system = system_of("specs/systems/l3_gpt3_175b.pim")
     base, extra = power_levels(system, {"dp": 2, "utilization_of": {"dimm_bank": "l3_host_mem"}})
-    assert base == pytest.approx(64 * 222 / 0.625 * 1e-3)
+    assert base == pytest.approx(64 * (222 / 0.625 * 1e-3 + DDR4_REFRESH_W))
     assert extra("replica0.gpu") == pytest.approx(8 * 400 / 2)
     assert extra("replica1.dimm_bank") == pytest.approx(64 * (312 - 222) / 0.625 * 1e-3 / 2)
     assert extra("l3_hbm_pim") == 0.0
@@ -110,7 +117,8 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     report = json.loads(pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json").stdout)
     commands_w = report["energy_j"]["by_component"]["pim_commands"] / report["end_to_end_s"]
     assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275 + commands_w)
-    assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
+    # and a REF per pseudo-channel every tREFI of 3900 ns (while busy, the op's sample counts its own)
+    assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * (1.2 * 0.020 + REF * 1e-12 / 3900e-9))
 
 
 def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
@@ -180,9 +188,10 @@ def test_rank_pu_reads_stream_as_pim_commands_of_the_memory_their_role_names():
     pim = 1000 * (128 * 2784 + 4200) * 1e-12
     host = (128 * 2352 + 4200) * 1e-12
     standby = 64 * (0.5 * 222 + 0.5 * 312) / 0.625                  # pJ per ns = W, over 1 s
+    refresh = 64 * DDR4_REFRESH_W                                   # no command sample covers any of it
     assert e["by_component"]["pim_commands"] == pytest.approx(pim)
     assert e["by_component"]["host_accesses"] == pytest.approx(host)
-    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + pim + host)
+    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + refresh + pim + host)
     missing = e["not_counted"].split(", ")
     assert not {"rank_pu", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
 

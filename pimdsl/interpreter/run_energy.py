@@ -10,6 +10,10 @@ this module turns them into energy, so that every loop reports it the same way (
     every rank of every channel and instance at precharge standby (VDD x IDD2N) while its PIM unit
     is idle and at active standby (VDD x IDD3N: a PIM op keeps rows open) while it is busy.
 
+  * a memory whose part declares currents and `tREFI`: every rank's all-bank refresh once per tREFI
+    (V x (IDD5B - IDD3N) x tRFC each), over the run less the busy time a PIM command sample (which
+    counts its own refreshes) covers.
+
   * the command energy of a PIM memory's ops (`dram/energy.command_energy_pj`: ACT, RD/WR bursts,
     refresh and all-bank compute commands from the part's currents), where the loop reports the
     commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
@@ -89,15 +93,28 @@ def _covered(processors: dict) -> dict[str, str]:
             if p.active_power_w or p.idle_power_w for name in p.power_covers}
 
 
+def _ranks(memory) -> int:
+    org = memory.organization
+    return org.channels * org.pseudo_channels * org.ranks * memory.count
+
+
 def _standby_w(memory) -> tuple[float, float] | None:
     """(precharge, active) standby power of every rank of every instance, in W; None without currents."""
     per = event_energies_pj(memory.part, memory.organization)
     if per is None:
         return None
-    org = memory.organization
-    ranks = org.channels * org.pseudo_channels * org.ranks * memory.count
-    to_w = ranks * 1e-12 / memory.part.tck_s
+    to_w = _ranks(memory) * 1e-12 / memory.part.tck_s
     return per["precharge_standby"] * to_w, per["active_standby"] * to_w
+
+
+def _refresh_w(memory) -> float:
+    """W of every rank's all-bank refreshes, one per tREFI (the controller's schedule); 0 without
+    currents or tREFI."""
+    per = event_energies_pj(memory.part, memory.organization)
+    t_refi = memory.part.timing_cycles.get("tREFI", 0)
+    if per is None or not t_refi:
+        return 0.0
+    return per["REF"] * _ranks(memory) * 1e-12 / (t_refi * memory.part.tck_s)
 
 
 def _pim_command_w(memory, pim: dict | None) -> float | None:
@@ -172,7 +189,8 @@ def run_energy(system, report: dict) -> dict:
             continue
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
-    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0,
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "dram_refresh": 0.0,
+                    "pim_commands": 0.0,
                     "host_accesses": 0.0, "links": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
@@ -195,13 +213,19 @@ def run_energy(system, report: dict) -> dict:
         busy = sum(share) / len(share) * end
         energy = 0.0 if m.name in covered else standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
+        sampled = 0.0                                   # time a command sample's refreshes already cover
         if m.pim is not None:
-            commands = _pim_commands_j(m, _pim_sample(m, report, pims),
-                                       (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
+            sample = _pim_sample(m, report, pims)
+            commands = _pim_commands_j(m, sample, (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
             if commands is None and busy > 0:          # a PIM memory the run never used misses nothing
                 not_counted.append(f"PIM command energy of {m.name}")
+            if commands is not None and sample is not None:
+                sampled = busy
             by_component["pim_commands"] += commands or 0.0
             energy += commands or 0.0
+        refresh = 0.0 if m.name in covered else _refresh_w(m) * (end - sampled)
+        by_component["dram_refresh"] += refresh
+        energy += refresh
         traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
         if m.name in covered:                           # inside the processor's declared power
             traffic = 0.0
@@ -230,7 +254,7 @@ def run_energy(system, report: dict) -> dict:
 
 def power_levels(system, report: dict | None = None):
     """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
-    declared idle power and every memory's precharge standby; a busy processor adds active - idle
+    declared idle power and every memory's precharge standby and refresh; a busy processor adds active - idle
     power, a busy PIM memory active - precharge standby and, with the run's `report`, the command
     power of its PIM ops (per instance for `name[i]`; a loop's role through the report's `utilization_of`;
     `replicaN.role`, one of the report's `dp` data-parallel replicas, for its share)."""
@@ -241,6 +265,8 @@ def power_levels(system, report: dict | None = None):
     standby = {m.name: (0.0, 0.0) if m.name in covered else w
                for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
+    refresh = {m.name: _refresh_w(m) for m in memories.values() if m.name not in covered}
+    base += sum(refresh.values())
     pims = [m for m in memories.values() if m.pim is not None]
     commands = {m.name: _pim_command_w(m, _pim_sample(m, report or {}, pims)) or 0.0 for m in pims}
 
@@ -259,6 +285,7 @@ def power_levels(system, report: dict | None = None):
             return (owner.active_power_w - owner.idle_power_w) * owner.count * share
         if kind == "memory" and owner.name in standby:
             pre, act = standby[owner.name]
-            return (act - pre) * share + commands.get(owner.name, 0.0) * owner.count * share
+            sample = commands.get(owner.name, 0.0)       # counts its own refreshes
+            return (act - pre) * share + (sample * owner.count - (refresh[owner.name] if sample else 0.0)) * share
         return 0.0
     return base, extra
