@@ -35,21 +35,28 @@ def test_processor_energy_is_declared_power_over_busy_time():
 def test_a_resource_without_declared_power_is_listed_not_counted():
     system = system_of("specs/systems/pim_sherpa_llama3_2_1b.pim")
     # the phone's CPU declares no power; its LPDDR5X (the assumed LPDDR4 currents, lpddr5.pim) is
-    # counted at precharge standby: 4 channels x 2 ranks x 1.2 V x 34 mA, no report of PIM commands
+    # counted at precharge standby, 4 channels x 2 ranks x 1.2 V x 34 mA, and refresh, an all-bank REF
+    # per rank every tREFI 4167 cycles at 1.2 V x (280 - 47) mA for tRFC 299 cycles (IDD5AB - IDD3N);
+    # no report of PIM commands
     out = run_energy(system, {"end_to_end_s": 1.0, "tokens_per_s": 5.0, "utilization": {"cpu:s24_cpu": 0.3}})
     e = out["energy_j"]
-    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(4 * 2 * 1.2 * 0.034)}
+    memory_w = 4 * 2 * 1.2 * (0.034 + (0.280 - 0.047) * 299 / 4167)
+    assert e["by_resource"] == {"memory:s24_lpddr5x": pytest.approx(memory_w)}
+    assert e["by_component"]["dram_refresh"] == pytest.approx(4 * 2 * 1.2 * 0.233 * 299 / 4167)
     assert {"cpu:s24_cpu", "host accesses of s24_lpddr5x"} <= set(e["not_counted"].split(", "))
     # PIM work without the commands behind it (no `pim` in the report) is listed too; unused, it is not
     assert "PIM command energy of s24_lpddr5x" not in e["not_counted"]
     busy = run_energy(system, {"end_to_end_s": 1.0, "utilization": {"pim:s24_lpddr5x": 0.5}})
     assert "PIM command energy of s24_lpddr5x" in busy["energy_j"]["not_counted"].split(", ")
-    assert out["energy_per_token_j"] == pytest.approx(4 * 2 * 1.2 * 0.034 / 5)
+    assert out["energy_per_token_j"] == pytest.approx(memory_w / 5)
 
 
 # HBM2 per pseudo-channel (hbm2.pim), 1 ns: pJ of one ACT 1.2 x (32.5 x 48 - (27.5 x 33 + 20 x 15)),
 # of one RD burst 1.2 x (195 - 27.5) x 2, of a WR 1.2 x (250 - 27.5) x 2, of a REF 1.2 x (125 - 27.5) x 350
 ACT, RD, WR, REF = 408.0, 402.0, 534.0, 40_950.0
+# L3's DDR4 host memory: a rank (8 devices) refreshes every tREFI 12480 cycles for tRFC 560 cycles at
+# 1.2 V x (250 - 52) mA per device (IDD5AB - IDD3N)
+DDR4_REFRESH_W = 1.2 * 8 * 0.198 * 560 / 12480
 
 
 def test_pimc_run_json_reports_dram_standby_and_pim_commands_of_a_pim_memory():
@@ -86,6 +93,20 @@ def test_power_counter_steps_at_busy_edges():
         (0.0, 105.0), (1e6, 105.0), (2e6, 115.0), (3e6, 15.0), (4e6, 5.0)]
 
 
+def test_a_replicas_role_powers_its_share_of_the_resource_the_role_names():
+    # L3's intervals are `replicaN.gpu` and `replicaN.dimm_bank`: with two data-parallel replicas one
+    # replica's GPUs are half of the 8 A100s at 400 W, and its bank PUs (`dimm_bank`, the host
+    # memory's through `utilization_of`) half of the host memory's 64 ranks going from precharge to
+    # active standby (222 -> 312 pJ per 0.625 ns cycle); the HBM-PIM is inside the A100s' power
+    from pimdsl.interpreter.run_energy import power_levels
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    base, extra = power_levels(system, {"dp": 2, "utilization_of": {"dimm_bank": "l3_host_mem"}})
+    assert base == pytest.approx(64 * (222 / 0.625 * 1e-3 + DDR4_REFRESH_W))
+    assert extra("replica0.gpu") == pytest.approx(8 * 400 / 2)
+    assert extra("replica1.dimm_bank") == pytest.approx(64 * (312 - 222) / 0.625 * 1e-3 / 2)
+    assert extra("l3_hbm_pim") == 0.0
+
+
 def test_pimc_run_timeline_has_a_power_track(tmp_path):
     path = tmp_path / "t.json"
     out = pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--timeline", str(path))
@@ -96,7 +117,8 @@ def test_pimc_run_timeline_has_a_power_track(tmp_path):
     report = json.loads(pimc("run", str(ROOT / "specs/reference/hbm_pim_gemv.pim"), "--json").stdout)
     commands_w = report["energy_j"]["by_component"]["pim_commands"] / report["end_to_end_s"]
     assert counters[0]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.0275 + commands_w)
-    assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * 1.2 * 0.020)
+    # and a REF per pseudo-channel every tREFI of 3900 ns (while busy, the op's sample counts its own)
+    assert counters[-1]["args"]["power_w"] == pytest.approx(64 * 2 * (1.2 * 0.020 + REF * 1e-12 / 3900e-9))
 
 
 def test_a_link_counts_its_energy_per_bit_over_the_bytes_it_moves():
@@ -166,9 +188,10 @@ def test_rank_pu_reads_stream_as_pim_commands_of_the_memory_their_role_names():
     pim = 1000 * (128 * 2784 + 4200) * 1e-12
     host = (128 * 2352 + 4200) * 1e-12
     standby = 64 * (0.5 * 222 + 0.5 * 312) / 0.625                  # pJ per ns = W, over 1 s
+    refresh = 64 * DDR4_REFRESH_W                                   # no command sample covers any of it
     assert e["by_component"]["pim_commands"] == pytest.approx(pim)
     assert e["by_component"]["host_accesses"] == pytest.approx(host)
-    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + pim + host)
+    assert e["by_resource"]["memory:l3_host_mem"] == pytest.approx(standby * 1e-3 + refresh + pim + host)
     missing = e["not_counted"].split(", ")
     assert not {"rank_pu", "PIM command energy of l3_host_mem", "host accesses of l3_host_mem"} & set(missing)
 
@@ -230,3 +253,28 @@ def test_energy_table_is_its_generators_output(tmp_path):
     systems = {p.stem for p in (ROOT / "specs/systems").glob("*.pim")}
     assert systems == {r["system"] for r in rows}
     assert "[NEUPIMS] Table 5 | 0.3641 | 0.6348" in (ROOT / "validation/energy.md").read_text()
+
+
+def test_a_memory_inside_a_processors_declared_power_adds_only_its_pim_commands():
+    # L3's A100s declare 400 W board power and `power_covers = [l3_hbm_pim]` (their HBM is on the
+    # module): the HBM-PIM adds no standby and no host-access energy, only its PIM commands (the
+    # sample of the test above); the host memory's standby still counts
+    system = system_of("specs/systems/l3_gpt3_175b.pim")
+    sample = {"command_counts": {"cmd.RD": 10}, "seconds": 1e-6, "refreshes": 0}
+    out = run_energy(system, {"makespan_s": 1.0, "tokens_per_s": 1.0,
+                              "utilization": {"hbm_pim": 0.5}, "utilization_of": {"hbm_pim": "l3_hbm_pim"},
+                              "pim_command_samples": {"l3_hbm_pim": sample}})
+    e = out["energy_j"]
+    pim = 10 * 402e-12 / 1e-6 * 64 * 8 * 0.5
+    assert e["by_resource"]["memory:l3_hbm_pim"] == pytest.approx(pim)
+    assert e["by_component"]["dram_standby"] == pytest.approx(64 * 222 / 0.625 * 1e-3)   # the host memory's alone
+    assert e["in_processor_power"] == "memory:l3_hbm_pim in gpu:l3_a100"
+    assert "host accesses of l3_hbm_pim" not in e["not_counted"]
+
+
+def test_power_covers_names_memories(errors):
+    assert errors("cpu c { active_power = 10 W; power_covers = [c]; }") == [
+        "spec.pim:1:46: error: a memory was expected here, this is cpu c\n"
+        "    cpu c { active_power = 10 W; power_covers = [c]; }\n"
+        "                                                 ^\n"
+        "  hint: there are no memory names here"]

@@ -27,6 +27,8 @@ SHERPA = [str(ROOT / "specs/systems/pim_sherpa_llama3_2_1b.pim"), "--set", "work
     (HERMES, "ilp_groups=0", "a whole number 1..4096 was expected, not 0"),
     (HERMES, "ilp_groups=-3", "a whole number 1..4096 was expected, not -3"),
     (HERMES, "ilp_groups=2.5", "a whole number 1..4096 was expected, not 2.5"),
+    # a weight of the previous block's latents: sqrt(1 - coupling^2) must exist (fuzzed 1e12 crashed)
+    (HERMES, "layer_coupling=1_000_000_000_000", "a plain number 0..1 was expected"),
     (GPTJ, "agent_load_bandwidth=1.2 GB", "a bandwidth > 0 was expected, this is a size"),
     (GPTJ, "agent_load_bandwidth=1.2 GHz", "a bandwidth > 0 was expected, this is a frequency"),
     (GPTJ, "agent_load_bandwidth=1.2 s", "a bandwidth > 0 was expected, this is a time"),

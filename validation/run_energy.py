@@ -57,7 +57,7 @@ def fmt(x, spec=".4g"):
 
 
 COMPONENTS = (("processor_active", "processors busy"), ("processor_idle", "processors idle"),
-              ("dram_standby", "DRAM standby"), ("pim_commands", "PIM commands"), ("host_accesses", "host DRAM traffic"),
+              ("dram_standby", "DRAM standby"), ("dram_refresh", "DRAM refresh"), ("pim_commands", "PIM commands"), ("host_accesses", "host DRAM traffic"),
               ("links", "links"))
 
 
@@ -70,12 +70,15 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "(`pimdsl/interpreter/run_energy.py`, `pimdsl/interpreter/dram/energy.py`):",
         "",
         "* **processors**: a processor's declared `active_power` (and `idle_power`) over its busy (and idle) time: "
-        "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]), the PIPELOAD Xeon's 205 W TDP ([XEON], "
+        "A100 400 W and RTX 4090 450 W board power ([A100], [RTX4090]; the A100's holds its HBM, "
+        "`power_covers`, so L3's HBM-PIM adds only its PIM commands, no standby), the PIPELOAD Xeon's 205 W TDP ([XEON], "
         "counted while the inference agent computes), the host CPUs' vendor TDPs (L3's EPYC 7742 225 W "
         "[EPYC], Hermes' i9-13900K 253 W maximum turbo power [I9], AiM's Xeon 8380 270 W [XEON_8380]), "
         "counted while a loop reports them busy; all upper bounds while busy, no idle power cited;",
         "* **DRAM standby**: every rank of every memory whose part declares currents, at precharge standby, or "
         "active standby while its PIM unit is busy;",
+        "* **DRAM refresh**: every rank's all-bank refresh once per tREFI, V x (IDD5B - IDD3N) x tRFC each, "
+        "over the run less the busy time a PIM command sample covers (the sample counts its own refreshes);",
         "* **PIM commands**: the commands of the PIM ops, from the same command streams that time them (the step "
         "loop's first decode step, the serving loop's K.q + s.V streams, the offload loop's NDP `gemv` "
         "program, the L3 HBM-PIM baseline's attention programs): ACT per bank reached, RD/WR bursts, refresh, "
@@ -97,7 +100,7 @@ def write_markdown(rows: list[dict], path: Path) -> None:
         "processors and memories that declare no power, host traffic and PIM commands of loops that report "
         "none (the offload loops' host CPU; the L3 GPUs' own HBM traffic, inside their board power), and what "
         "no model here has: I/O and termination power, the VPP domain of parts that give no VPP currents, "
-        "power-down, the refresh of a memory outside a PIM command sample. Currents: DDR4, HBM2, LPDDR4 from DRAMsim3 "
+        "power-down. Currents: DDR4, HBM2, LPDDR4 from DRAMsim3 "
         "([DRAMSIM3]), GDDR6 from a Samsung datasheet ([K4Z80325BC]), DDR5 from Ramulator 2.0's DRAMPower "
         "presets ([RAMULATOR2_POWER]), HBM3 from [AYNA]'s HBM3E rails (extrapolated from its HBM2 measurements "
         "and checked against measured H200 power; static-data read and write currents, so a lower bound for "
@@ -176,6 +179,7 @@ def _neupims_table5(by: dict) -> list[str]:
     e_ours = (ours["neupims"] / own["tokens_per_s"]) / (ours["npu_only"] / base["tokens_per_s"])
     e_paper = ratio_paper / NEUPIMS_SPEEDUP
     comp = lambda r, k: r["energy_j"]["by_component"].get(k, 0.0) / r["end_to_end_s"]
+    rest = lambda r: comp(r, "dram_standby") + comp(r, "dram_refresh")
     return [
         "", "## NeuPIMs' power comparison ([NEUPIMS] Table 5)", "",
         "[NEUPIMS] Table 5 gives the average memory power of NeuPIMs (dual-row-buffer PIM) and of the NPU-only "
@@ -194,7 +198,7 @@ def _neupims_table5(by: dict) -> list[str]:
                          "They are the power ratio and the memory energy per token ratio; the absolute powers are not "
                          "compared, as the paper does not say per what they are."), "",
         "By component (W, device): "
-        + "; ".join(f"{name} standby {comp(r, 'dram_standby'):.3f}, PIM commands {comp(r, 'pim_commands'):.3f}, "
+        + "; ".join(f"{name} standby {comp(r, 'dram_standby'):.3f}, refresh {comp(r, 'dram_refresh'):.3f}, PIM commands {comp(r, 'pim_commands'):.3f}, "
                     f"NPU traffic {comp(r, 'host_accesses'):.3f}" for name, r in (("NPU-only", base), ("NeuPIMs", own)))
         + ".", "",
         f"Per channel ours are {ours['npu_only'] / channels:.3f} W (NPU-only) and {ours['neupims'] / channels:.3f} W "
@@ -204,8 +208,9 @@ def _neupims_table5(by: dict) -> list[str]:
         f"so its traffic power ({comp(base, 'host_accesses'):.2f} W) is higher than in NeuPIMs "
         f"({comp(own, 'host_accesses'):.2f} W; the PIM unit reads the KV cache inside the banks instead), and "
         f"that {comp(base, 'host_accesses') - comp(own, 'host_accesses'):.2f} W less traffic stands against the "
-        f"PIM commands' {comp(own, 'pim_commands'):.2f} W and {comp(own, 'dram_standby') - comp(base, 'dram_standby'):.2f} W "
-        "more standby (banks kept open by PIM work); (2) the paper adds "
+        f"PIM commands' {comp(own, 'pim_commands'):.2f} W and {rest(own) - rest(base):+.2f} W "
+        "of standby and refresh (banks kept open by PIM work, whose command sample counts its own refreshes); "
+        "(2) the paper adds "
         "background power for the second row buffer of every bank, which our model does not have (no current "
         "is declared for it); (3) our currents are DRAMsim3's HBM2 ones per pseudo-channel (hbm2.pim), the "
         "paper's configuration, model and batch for Table 5 are not given. The memory energy per token comes "

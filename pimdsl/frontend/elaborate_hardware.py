@@ -633,7 +633,8 @@ class HardwareBuilder:
             span=node.span, pim_issue_rate=r.integer("pim_issue_rate", 0, minimum=0),
             pim_dispatch=r.choice("pim_dispatch", ("overlapped", "grouped", "batch"), "overlapped"),
             scratchpad_bytes=r.bytes("scratchpad", 0), calibration=self.calibration(node, r),
-            active_power_w=r.quantity("active_power", U.POWER, 0.0), idle_power_w=r.quantity("idle_power", U.POWER, 0.0))
+            active_power_w=r.quantity("active_power", U.POWER, 0.0), idle_power_w=r.quantity("idle_power", U.POWER, 0.0),
+            power_covers=tuple(n.name for n in r.refs("power_covers", ("memory",), [])))
         for sub in (sa, vu):
             if sub is not None:
                 sub.finish()

@@ -82,6 +82,7 @@ MEANINGS = {
         "scratchpad": "on-chip memory that bounds a `grouped` dispatch's request group",
         "active_power": "power of one instance while busy (run energy)",
         "idle_power": "power of one instance while idle (run energy)",
+        "power_covers": "memories the declared power already includes (their standby and host accesses)",
     },
     "calibration": {
         "tensor_efficiency": "achieved share of the tensor peak by a large GEMM's tiles (fitted: calibration)",

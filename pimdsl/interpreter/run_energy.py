@@ -10,6 +10,10 @@ this module turns them into energy, so that every loop reports it the same way (
     every rank of every channel and instance at precharge standby (VDD x IDD2N) while its PIM unit
     is idle and at active standby (VDD x IDD3N: a PIM op keeps rows open) while it is busy.
 
+  * a memory whose part declares currents and `tREFI`: every rank's all-bank refresh once per tREFI
+    (V x (IDD5B - IDD3N) x tRFC each), over the run less the busy time a PIM command sample (which
+    counts its own refreshes) covers.
+
   * the command energy of a PIM memory's ops (`dram/energy.command_energy_pj`: ACT, RD/WR bursts,
     refresh and all-bank compute commands from the part's currents), where the loop reports the
     commands of a step's PIM ops (`pim.command_counts` over `pim.seconds`, one channel: the step
@@ -31,6 +35,10 @@ this module turns them into energy, so that every loop reports it the same way (
     name, or its kind when one link has it): busy at its bandwidth, so util x run x bandwidth bytes;
     or, where the loop reports the bytes it moved over the link (`link_bytes`: link name -> bytes,
     all its instances), those bytes (and then not its utilization, which would count them twice).
+
+A memory that a processor with a declared power lists in `power_covers` (a GPU's board power with its
+own HBM on the board) adds no standby and no host-access energy: the processor's power holds them.
+Its PIM commands still count, as work the processor's declared power was not measured with.
 
 A utilization key that names a loop's role rather than a resource (`dimm_bank`, `hbm_pim`) counts for
 the resource the loop's `utilization_of` maps it to (key -> memory or processor name).
@@ -79,15 +87,34 @@ def _resource_owner(key: str, processors: dict, memories: dict):
     return None, None
 
 
+def _covered(processors: dict) -> dict[str, str]:
+    """Memory name -> the processor (`kind:name`) whose declared power includes it (`power_covers`)."""
+    return {name: f"{p.kind}:{p.name}" for p in processors.values()
+            if p.active_power_w or p.idle_power_w for name in p.power_covers}
+
+
+def _ranks(memory) -> int:
+    org = memory.organization
+    return org.channels * org.pseudo_channels * org.ranks * memory.count
+
+
 def _standby_w(memory) -> tuple[float, float] | None:
     """(precharge, active) standby power of every rank of every instance, in W; None without currents."""
     per = event_energies_pj(memory.part, memory.organization)
     if per is None:
         return None
-    org = memory.organization
-    ranks = org.channels * org.pseudo_channels * org.ranks * memory.count
-    to_w = ranks * 1e-12 / memory.part.tck_s
+    to_w = _ranks(memory) * 1e-12 / memory.part.tck_s
     return per["precharge_standby"] * to_w, per["active_standby"] * to_w
+
+
+def _refresh_w(memory) -> float:
+    """W of every rank's all-bank refreshes, one per tREFI (the controller's schedule); 0 without
+    currents or tREFI."""
+    per = event_energies_pj(memory.part, memory.organization)
+    t_refi = memory.part.timing_cycles.get("tREFI", 0)
+    if per is None or not t_refi:
+        return 0.0
+    return per["REF"] * _ranks(memory) * 1e-12 / (t_refi * memory.part.tck_s)
 
 
 def _pim_command_w(memory, pim: dict | None) -> float | None:
@@ -162,7 +189,8 @@ def run_energy(system, report: dict) -> dict:
             continue
         busy_of.setdefault(owner.name, []).append(min(1.0, max(0.0, util)))
     by_resource: dict[str, float] = {}
-    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "pim_commands": 0.0,
+    by_component = {"processor_active": 0.0, "processor_idle": 0.0, "dram_standby": 0.0, "dram_refresh": 0.0,
+                    "pim_commands": 0.0,
                     "host_accesses": 0.0, "links": 0.0}
     for p in processors.values():
         if not (p.active_power_w or p.idle_power_w):
@@ -175,6 +203,7 @@ def run_energy(system, report: dict) -> dict:
         by_component["processor_idle"] += idle
         by_resource[f"{p.kind}:{p.name}"] = active + idle
     pims = [m for m in memories.values() if m.pim is not None]
+    covered = _covered(processors)
     for m in memories.values():
         standby = _standby_w(m)
         if standby is None:
@@ -182,16 +211,24 @@ def run_energy(system, report: dict) -> dict:
             continue
         share = busy_of.get(m.name, [0.0])
         busy = sum(share) / len(share) * end
-        energy = standby[0] * (end - busy) + standby[1] * busy
+        energy = 0.0 if m.name in covered else standby[0] * (end - busy) + standby[1] * busy
         by_component["dram_standby"] += energy
+        sampled = 0.0                                   # time a command sample's refreshes already cover
         if m.pim is not None:
-            commands = _pim_commands_j(m, _pim_sample(m, report, pims),
-                                       (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
+            sample = _pim_sample(m, report, pims)
+            commands = _pim_commands_j(m, sample, (report.get("pim_traffic_bytes") or {}).get(m.name), busy)
             if commands is None and busy > 0:          # a PIM memory the run never used misses nothing
                 not_counted.append(f"PIM command energy of {m.name}")
+            if commands is not None and sample is not None:
+                sampled = busy
             by_component["pim_commands"] += commands or 0.0
             energy += commands or 0.0
+        refresh = 0.0 if m.name in covered else _refresh_w(m) * (end - sampled)
+        by_component["dram_refresh"] += refresh
+        energy += refresh
         traffic = _traffic_j(m, (report.get("dram_traffic_bytes") or {}).get(m.name))
+        if m.name in covered:                           # inside the processor's declared power
+            traffic = 0.0
         if traffic is None:
             not_counted.append(f"host accesses of {m.name}")
         else:
@@ -205,7 +242,9 @@ def run_energy(system, report: dict) -> dict:
     counted = bool(by_resource)
     power = total / end if end and counted else None
     out = {"energy_j": {"by_resource": by_resource, "by_component": by_component, "total": total,
-                        "not_counted": ", ".join(sorted(set(not_counted)))},
+                        "not_counted": ", ".join(sorted(set(not_counted))),
+                        "in_processor_power": ", ".join(f"memory:{m} in {p}" for m, p in sorted(covered.items())
+                                                        if m in memories)},
            "average_power_w": power}
     if "tokens_per_s" in report:               # a graph model (one op) has no tokens: its energy is the total
         rate = report["tokens_per_s"]
@@ -215,24 +254,38 @@ def run_energy(system, report: dict) -> dict:
 
 def power_levels(system, report: dict | None = None):
     """(base W, extra W of a resource while busy) for a power-over-time track: the base is every
-    declared idle power and every memory's precharge standby; a busy processor adds active - idle
+    declared idle power and every memory's precharge standby and refresh; a busy processor adds active - idle
     power, a busy PIM memory active - precharge standby and, with the run's `report`, the command
-    power of its PIM ops (per instance for `name[i]`)."""
+    power of its PIM ops (per instance for `name[i]`; a loop's role through the report's `utilization_of`;
+    `replicaN.role`, one of the report's `dp` data-parallel replicas, for its share)."""
     processors = {p.name: p for p in system.processors}
     memories = {m.name: m for m in system.memories}
     base = sum(p.idle_power_w * p.count for p in processors.values())
-    standby = {m.name: w for m in memories.values() if (w := _standby_w(m)) is not None}
+    covered = _covered(processors)
+    standby = {m.name: (0.0, 0.0) if m.name in covered else w
+               for m in memories.values() if (w := _standby_w(m)) is not None}
     base += sum(pre for pre, _ in standby.values())
+    refresh = {m.name: _refresh_w(m) for m in memories.values() if m.name not in covered}
+    base += sum(refresh.values())
     pims = [m for m in memories.values() if m.pim is not None]
     commands = {m.name: _pim_command_w(m, _pim_sample(m, report or {}, pims)) or 0.0 for m in pims}
 
+    roles = (report or {}).get("utilization_of") or {}
+    replicas = (report or {}).get("dp") or 1
+
     def extra(resource: str) -> float:
+        share = 1.0
+        head, _, role = resource.partition(".")
+        if role and ":" not in head:             # one data-parallel replica's role (`replica0.gpu`)
+            resource, share = role, 1 / replicas
+        resource = roles.get(resource, resource)
         owner, kind = _resource_owner(resource, processors, memories)
-        share = 1 / owner.count if owner is not None and "[" in resource else 1
+        share *= 1 / owner.count if owner is not None and "[" in resource else 1
         if kind == "processor":
             return (owner.active_power_w - owner.idle_power_w) * owner.count * share
         if kind == "memory" and owner.name in standby:
             pre, act = standby[owner.name]
-            return (act - pre) * share + commands.get(owner.name, 0.0) * owner.count * share
+            sample = commands.get(owner.name, 0.0)       # counts its own refreshes
+            return (act - pre) * share + (sample * owner.count - (refresh[owner.name] if sample else 0.0)) * share
         return 0.0
     return base, extra

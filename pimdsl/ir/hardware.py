@@ -292,6 +292,9 @@ class Processor:
     # power of one instance while busy and while idle (run energy, interpreter/run_energy.py); 0: not declared
     active_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
     idle_power_w: float = field(default=0.0, metadata={"json": "omit_default"})
+    # memories whose power the declared power already includes (a board power with its own DRAM on it):
+    # their standby and host accesses are not counted again
+    power_covers: tuple[str, ...] = field(default=(), metadata={"json": "omit_default"})
     # a gpu with a `calibration` block is timed by the measured GPU kernel model
     calibration: KernelCalibration | None = field(default=None, metadata={"json": "omit_default"})
 

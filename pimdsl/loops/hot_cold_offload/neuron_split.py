@@ -64,7 +64,7 @@ PARAMS = {
     "hot_fraction": Param(FRACTION, "0..1", "power law: this fraction of neurons ..."),
     "hot_share": Param(FRACTION, "0..1", "... carries this share of the activations"),
     "similarity_rho": Param(U.NONE, "-1..1", "per-token correlation of a neuron's latent (token-wise similarity)"),
-    "layer_coupling": Param(U.NONE, ">= 0", "weight of the two correlated neurons of the previous block"),
+    "layer_coupling": Param(U.NONE, "0..1", "weight of the two correlated neurons of the previous block"),
     "input_drift": Param(U.NONE, ">= 0", "std of a run's per-neuron latent shift from the profiled frequencies"),
     "window_tokens": Param(WHOLE, ">= 1", "tokens per cold-neuron remapping window (Algorithm 1)"),
     "predictor_lambda": Param(U.NONE, "", "lambda of s1 + lambda * s2 > T"),
