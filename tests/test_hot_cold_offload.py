@@ -531,27 +531,6 @@ def split_gemv(weights, x, active, device, dimms):
     return np.sum(partial, axis=0)
 
 
-def relaxation_by_lp(p):
-    """The aggregate program's linear relaxation by an LP solver: GPU counts x_g, then t_l."""
-    from scipy.optimize import linprog
-    G, B = len(p.groups), len(p.gpu_s)
-    cost = [npl.TIE * p.gpu_s[g.block] for g in p.groups] + [1.0] * B
-    rows, rhs = [], []
-    for l in range(B):
-        gpu, dimm, t = np.zeros(G + B), np.zeros(G + B), G + l
-        for gi, g in enumerate(p.groups):
-            if g.block == l:
-                gpu[gi], dimm[gi] = p.gpu_s[l] * g.frequency, -p.dimm_s[l] / p.dimms * g.frequency
-        gpu[t] = dimm[t] = -1.0
-        cold = sum(g.frequency * g.count for g in p.groups if g.block == l) * p.dimm_s[l] / p.dimms
-        rows += [gpu, dimm]
-        rhs += [-2 * p.sync_s, -cold]
-    rows.append(np.array([g.bytes for g in p.groups] + [0.0] * B))
-    rhs.append(p.gpu_bytes)
-    bounds = [(0, g.count) for g in p.groups] + [(None, None)] * B
-    return linprog(cost, A_ub=np.array(rows), b_ub=rhs, bounds=bounds, method="highs").fun
-
-
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), dimms=st.integers(1, 8))
 def test_split_gemv_equals_numpy_on_the_active_rows(seed, dimms):
