@@ -97,7 +97,8 @@ def _relaxation(p: Problem) -> tuple[list, list[float], float] | None:
     with F the frequency its GPU neurons carry. Below the crossing F* of the two bounds each neuron
     moved to the GPU saves T_DIMM / J f - TIE T_GPU, past it every neuron costs: a block's neurons
     go hottest first up to F*, and across blocks by saving per byte while the bytes last (a
-    fractional knapsack). The DIMMs' capacity is left out (a relaxation of it is still a bound)."""
+    fractional knapsack). The DIMMs' capacity is left out: a program with fewer constraints still
+    bounds this one from below."""
     J = p.dimms
     by_block = [[] for _ in p.gpu_s]
     for gi, g in enumerate(p.groups):
