@@ -1,4 +1,4 @@
-"""Offline neuron placement as the integer program of [HERMES_NDP] Sec. IV-B, Eqs. 1-7, solved by HiGHS.
+"""Offline neuron placement as the integer program of [HERMES_NDP] Sec. IV-B, Eqs. 1-7.
 
     min  sum_l t_l                                                   (Eq. 1, t_l = max(T_GPU-l, T_DIMM-l))
     t_l >= T_l^GPU  * sum_{i in l} f_i x_i^GPU + 2 T_sync             (Eqs. 3, 4)
@@ -11,10 +11,13 @@ variables are integer counts per group and device, which is the binary program w
 holds one neuron. With identical DIMMs (`aggregate_dimms=True`) the DIMMs share one count per group
 and T_DIMM-l uses the even split sum / J: identical DIMMs make the full program's optimum that
 split up to one neuron per group, and removing their J! symmetric solutions keeps big models
-within the time limit. The solver's status, objective and relative MIP gap are returned.
+within the time limit. That form separates by block and is solved directly, within the MIP solver's
+relative gap of a proven bound (`_solve_separable`); the full form, or one the direct method does
+not fit, goes to HiGHS. The status, objective and relative gap are returned.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -22,6 +25,7 @@ import numpy as np
 
 
 TIE = 1e-3
+MIP_GAP = 1e-4                  # the relative gap at which a placement counts as optimal (HiGHS's mip_rel_gap)
 
 
 @dataclass(frozen=True)
@@ -54,10 +58,15 @@ class Placement:
 
 
 def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False) -> Placement:
-    """The program's solution; an optimal one is kept on disk (timing_cache) for the same problem,
-    options, HiGHS version and pimdsl code, since HiGHS with one thread and a fixed seed is
-    deterministic once it proves optimality (a solution cut by the time limit is not kept: it
-    depends on the machine's speed)."""
+    """The program's solution. The aggregate form (or one DIMM) is solved directly to within
+    MIP_GAP of a proven bound (`_solve_separable`, milliseconds); the rest by HiGHS, whose optimal
+    solution is kept on disk (timing_cache) for the same problem, options, HiGHS version and
+    pimdsl code, since HiGHS with one thread and a fixed seed is deterministic once it proves
+    optimality (a solution cut by the time limit is not kept: it depends on the machine's speed)."""
+    if aggregate_dimms or p.dimms == 1:
+        sol = _solve_separable(p)
+        if sol is not None:
+            return sol
     from importlib.metadata import version
     from ..interpreter import timing_cache
     name = timing_cache.content_key("neuron_placement", p, float(time_limit_s), aggregate_dimms, version("highspy"))
@@ -75,6 +84,98 @@ def solve(p: Problem, time_limit_s: float = 10.0, aggregate_dimms: bool = False)
         timing_cache.store(name, {"on_gpu": sol.on_gpu.tolist(), "on_dimm": sol.on_dimm.tolist(),
                                   "objective_s": sol.objective_s, "status": sol.status, "gap": sol.gap})
     return sol
+
+
+def _relaxation(p: Problem) -> tuple[list, list[float], float] | None:
+    """The aggregate program's linear relaxation, solved exactly: per block (its groups hottest
+    first, T_GPU, T_DIMM / J, 2 T_sync, the tie-break per GPU neuron, F_l), each group's relaxed
+    GPU count, and the relaxation's value, a lower bound on every integer placement's. None when
+    a block's neurons differ in bytes (hottest first is then not its optimum).
+
+    With the DIMMs aggregated the program is separable by block, coupled only by the GPU's bytes:
+    block l costs t_l = max(T_GPU F + 2 T_sync, T_DIMM / J (F_l - F)) plus TIE T_GPU per GPU neuron,
+    with F the frequency its GPU neurons carry. Below the crossing F* of the two bounds each neuron
+    moved to the GPU saves T_DIMM / J f - TIE T_GPU, past it every neuron costs: a block's neurons
+    go hottest first up to F*, and across blocks by saving per byte while the bytes last (a
+    fractional knapsack). The DIMMs' capacity is left out: a program with fewer constraints still
+    bounds this one from below."""
+    J = p.dimms
+    by_block = [[] for _ in p.gpu_s]
+    for gi, g in enumerate(p.groups):
+        by_block[g.block].append(gi)
+    if any(len({p.groups[gi].bytes for gi in m}) > 1 for m in by_block):
+        return None
+    freq, count = [g.frequency for g in p.groups], [g.count for g in p.groups]
+    blocks, segments = [], []                 # segments: (saving per neuron, neurons, bytes, group)
+    for l, members in enumerate(by_block):
+        members = sorted(members, key=lambda gi: -freq[gi])            # stable: ties by index
+        a, d, b, tie = p.gpu_s[l], p.dimm_s[l] / J, 2.0 * p.sync_s, TIE * p.gpu_s[l]
+        total = math.fsum(freq[gi] * count[gi] for gi in members)
+        blocks.append((members, a, d, b, tie, total))
+        cross, hot = (d * total - b) / (a + d), 0.0                     # F*, and F so far
+        for gi in members:
+            if d * freq[gi] <= tie or hot >= cross:
+                break
+            x = min(float(count[gi]), (cross - hot) / freq[gi])
+            segments.append((d * freq[gi] - tie, x, p.groups[gi].bytes, gi))
+            hot += x * freq[gi]
+    segments.sort(key=lambda s: -s[0] / s[2])                           # stable: a block's stay in order
+    relaxed, left, saved = [0.0] * len(p.groups), p.gpu_bytes, 0.0
+    for saving, x, nbytes, gi in segments:
+        take = min(x, left / nbytes)
+        if take <= 0.0:
+            break
+        relaxed[gi], left = take, left - take * nbytes
+        saved += take * saving
+    return blocks, relaxed, math.fsum(max(b, d * total) for _, a, d, b, tie, total in blocks) - saved
+
+
+def _solve_separable(p: Problem, max_gap: float = MIP_GAP) -> Placement | None:
+    """The aggregate program (identical DIMMs, or one DIMM) solved without a MIP solver to within
+    `max_gap` of its linear relaxation (`_relaxation`); None where that does not hold or the DIMMs'
+    capacity binds (then the MIP solver is used).
+
+    The integer placement rounds the relaxation's counts down, then fills what each block lacks of
+    its relaxed F with colder neurons, largest first, and adds one more of the coldest if crossing
+    F* costs less than stopping short. The relative gap to the bound is reported like the MIP
+    solver's; only plain float arithmetic in a fixed order is used, so the result is the same on
+    every machine."""
+    relaxation = _relaxation(p)
+    if relaxation is None:
+        return None
+    blocks, relaxed, bound = relaxation
+    G, J = len(p.groups), p.dimms
+    freq, count = [g.frequency for g in p.groups], [g.count for g in p.groups]
+    on_gpu = [math.floor(x) for x in relaxed]
+    left = p.gpu_bytes - math.fsum(n * p.groups[gi].bytes for gi, n in enumerate(on_gpu))
+    with_tie, objective = [], []
+    for members, a, d, b, tie, total in blocks:
+        nbytes = p.groups[members[0]].bytes if members else 0.0
+        hot = math.fsum(freq[gi] * on_gpu[gi] for gi in members)
+        short = math.fsum(freq[gi] * relaxed[gi] for gi in members) - hot
+        for gi in members:                    # fill the shortfall with colder neurons, largest first
+            if freq[gi] > 0:
+                k = min(count[gi] - on_gpu[gi], math.floor(short / freq[gi]), math.floor(left / nbytes))
+                if k > 0:
+                    on_gpu[gi] += k
+                    short, hot, left = short - k * freq[gi], hot + k * freq[gi], left - k * nbytes
+        cost = lambda h, n: max(a * h + b, d * (total - h)) + tie * n
+        n = sum(on_gpu[gi] for gi in members)
+        spare = [gi for gi in members if on_gpu[gi] < count[gi] and freq[gi] > 0]
+        if spare and left >= nbytes and cost(hot + freq[spare[-1]], n + 1) < cost(hot, n):
+            on_gpu[spare[-1]] += 1            # crossing F* by the coldest neuron costs less
+            hot, left, n = hot + freq[spare[-1]], left - nbytes, n + 1
+        with_tie.append(cost(hot, n))
+        objective.append(max(a * hot + b, d * (total - hot)))
+    cold = np.array(count) - np.array(on_gpu, dtype=int)
+    if left < 0 or math.fsum(c * g.bytes for c, g in zip(cold.tolist(), p.groups)) > J * p.dimm_bytes:
+        return None
+    value = math.fsum(with_tie)
+    gap = max(0.0, (value - bound) / value) if value > 0 else 0.0
+    if gap > max_gap:
+        return None
+    on_dimm = np.array([[c // J + (1 if j < c % J else 0) for j in range(J)] for c in cold], dtype=int)
+    return Placement(np.array(on_gpu, dtype=int), on_dimm.reshape(G, J), math.fsum(objective), "Optimal", gap, 0.0)
 
 
 def _solve(p: Problem, time_limit_s: float, aggregate_dimms: bool) -> Placement:
@@ -136,6 +237,7 @@ def _solve(p: Problem, time_limit_s: float, aggregate_dimms: bool) -> Placement:
     h.setOptionValue("time_limit", float(time_limit_s))
     h.setOptionValue("threads", 1)
     h.setOptionValue("random_seed", 0)
+    h.setOptionValue("mip_rel_gap", MIP_GAP)
     h.passModel(lp)
     start = time.perf_counter()
     h.run()
