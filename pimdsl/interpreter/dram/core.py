@@ -157,6 +157,36 @@ def _unlink(head, tail, length, nxt, prv, q, r):
     length[q] -= 1
 
 
+# Each channel's bank queues of one kind have a bitmask of the non-empty ones (words of 64 banks), so that
+# the scheduler visits only those; a bit's index from the lowest set bit by de Bruijn's multiply.
+DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+BIT_AT = np.zeros(64, np.int64)
+for _i in range(64):
+    BIT_AT[((1 << _i) * 0x03F79D71B4CB0A89 & (1 << 64) - 1) >> 58] = _i
+ONE_BIT = np.uint64(1)
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _lowest_bit(m):
+    return BIT_AT[((m & (~m + ONE_BIT)) * DE_BRUIJN) >> np.uint64(58)]
+
+
+@njit(cache=True, _nrt=False)
+def _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
+    nb = P[P_NB]
+    _push(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + b, r)
+    qmask[(c * 4 + kind) * ((nb + 63) // 64) + b // 64] |= ONE_BIT << np.uint64(b % 64)
+
+
+@njit(cache=True, _nrt=False)
+def _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
+    nb = P[P_NB]
+    q = (c * 4 + kind) * nb + b
+    _unlink(qhead, qtail, qlen, nxt, prv, q, r)
+    if qlen[q] == 0:
+        qmask[(c * 4 + kind) * ((nb + 63) // 64) + b // 64] &= ~(ONE_BIT << np.uint64(b % 64))
+
+
 # ---- the replay -------------------------------------------------------------------------------------
 
 @njit(cache=True)
@@ -224,8 +254,10 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
     # per queue, its bank's cached candidates (_best_cached): count, commands, requests, lower bounds of
     # their issue cycles, and whether they are stale
+    qmask = np.zeros(n_ch * 4 * ((nb + 63) // 64), np.uint64)
     cache = (np.zeros(nq, np.int64), np.zeros((nq, 3), np.int64), np.zeros((nq, 3), np.int64),
-             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_))
+             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_), np.zeros(nq, np.int64), np.zeros(nq, np.int64),
+             qmask)
     stale = cache[4]
     head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
@@ -240,7 +272,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 _push(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[head] else 0), head)
                 where[head] = 4
             else:
-                _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, head)
+                _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, head)
                 _touch(stale, nb, c, bank[head], bank[head] + 1)
             cs[c, D_VALID] = 0
             head += 1
@@ -311,7 +343,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     _touch(stale, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
-                                    is_write, qhead, qtail, qlen, nxt, prv, where)
+                                    is_write, qhead, qtail, qlen, qmask, nxt, prv, where)
                     _touch(stale, nb, c, k, k + 1)
             if per_bank:
                 r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
@@ -325,7 +357,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     order[r] = cs[c, MOVED]
                     cs[c, MOVED] += 1
                     in_bank[c, bank[r]] += 1
-                    _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r)
+                    _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r)
                     _touch(stale, nb, c, bank[r], bank[r] + 1)
                     cs[c, D_VALID] = 0
         now = t_next + 1
@@ -342,7 +374,7 @@ def _has_room(P, cs, slen, c, w):
 
 
 @njit(cache=True, _nrt=False)
-def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
+def _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r):
     nb = P[P_NB]
     if is_write[r]:
         cs[c, N_WRITES] += 1
@@ -350,15 +382,14 @@ def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
     else:
         cs[c, N_READS] += 1
         kind = CQ if P[P_PER_BANK] else RQ
-    _push(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + bank[r], r)
+    _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, bank[r], r)
     where[r] = kind
 
 
 @njit(cache=True, _nrt=False)
-def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
-    nb = P[P_NB]
+def _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, r):
     kind = where[r]
-    _unlink(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + b, r)
+    _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r)
     where[r] = -1
     if kind == AQ:
         cs[c, N_ACTIVE] -= 1
@@ -616,7 +647,7 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
     issue cycle, and a stale flag. A bank's candidates change only when something happens at the bank
     (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached cycle
     is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best so far."""
-    cc_n, cc_cmd, cc_req, cc_lb, stale = cache
+    cc_n, cc_cmd, cc_req, cc_lb, stale, q_lb, q_ord, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
@@ -625,33 +656,50 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
             continue
         cls = 0 if kind == AQ else 2
         q0 = (c * 4 + kind) * nb
-        for b in range(nb):
+        words = (nb + 63) // 64
+        for w in range(words):
+          m = qmask[(c * 4 + kind) * words + w]
+          while m:                              # the non-empty queues, in bank order
+            b = w * 64 + _lowest_bit(m)
+            m &= m - ONE_BIT
             q = q0 + b
-            if not qlen[q] or blocked[c, b] and cls:
+            if blocked[c, b] and cls:
                 continue
+            # ties: the oldest request, or (round_robin) the first bank after the last served
+            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
             if stale[q]:
                 n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
                                 is_write, cand_cmd, cand_req)
+                oldest = NEVER64
                 for i in range(n):
                     cc_cmd[q, i], cc_req[q, i], cc_lb[q, i] = cand_cmd[i], cand_req[i], 0
+                    oldest = min(oldest, order[cand_req[i]])
                 cc_n[q] = n
+                q_ord[q] = oldest
                 stale[q] = False
-            # ties: the oldest request, or (round_robin) the first bank after the last served
-            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
+            elif found:                         # the least of its bounds and ages cannot win: no candidate can
+                t = max(now, q_lb[q])
+                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + q_ord[q] > bord):
+                    continue
+            least = NEVER64
             for i in range(cc_n[q]):
                 cmd = cc_cmd[q, i]
                 if no_act and cmd == act:       # no ACT before the previous one's second cycle
+                    least = min(least, cc_lb[q, i])
                     continue
                 req = cc_req[q, i]
                 t = max(now, cc_lb[q, i])
                 o = ahead + order[req]
                 if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
+                    least = min(least, cc_lb[q, i])
                     continue                    # its bound cannot win
                 t = _earliest(T, next_at, base, cmd, b, max(t, eligible[req]))
                 cc_lb[q, i] = t
+                least = min(least, t)
                 if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                     found = True
                     bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
+            q_lb[q] = least
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
@@ -686,7 +734,7 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 @njit(cache=True, _nrt=False)
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
-                    qhead, qtail, qlen, nxt, prv, where):
+                    qhead, qtail, qlen, qmask, nxt, prv, where):
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
@@ -697,8 +745,8 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         if first_cmd[req] == 0:
             first_cmd[req] = MISS
         if not P[P_PER_BANK]:       # into the active buffer, freeing its read/write slot
-            _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
-            _push(qhead, qtail, qlen, nxt, prv, (c * 4 + AQ) * P[P_NB] + b, req)
+            _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, req)
+            _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, AQ, b, req)
             where[req] = AQ
             cs[c, N_ACTIVE] += 1
         return
@@ -715,7 +763,7 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         if end > cs[c, CLOCK_UNTIL]:
             cs[c, CLOCK_UNTIL] = end
     hits[c, b] += 1
-    _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
+    _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, req)
     d = t if is_write[req] else t + P[P_RL]
     done[req] = d
     if d > cs[c, LAST_DONE]:
