@@ -92,7 +92,14 @@ def build_tables(tables: ChannelTables):
 def _earliest(T, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
     s = slot_base[cmd] + k
-    for i in range(chk_ptr[s], chk_ptr[s + 1]):
+    first, end = chk_ptr[s], chk_ptr[s + 1]
+    if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
+        for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
+            v = next_at[base + chk_idx[first + i]]
+            if v > t:
+                t = v
+        return t
+    for i in range(first, end):
         v = next_at[base + chk_idx[i]]
         if v > t:
             t = v
