@@ -18,7 +18,9 @@ each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
 recomputed only when something happens at the bank (a request enters or leaves,
 a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
 a lower bound, since next_at only rises, and is recomputed only when the bound
-could beat the best candidate so far. The loop jumps from event to event (a
+could beat the best candidate so far. A bitmask per channel and queue kind names the non-empty bank
+queues, so a decision visits only those, and skips one whose least bound and oldest candidate cannot
+beat the best so far (`q_lb`, `q_ord`). The loop jumps from event to event (a
 command, a refresh falling due, an arrival), as the reference does; fcfs, which
 looks at one request, scans (`_best_oldest`).
 """
@@ -651,9 +653,12 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
     `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
-    issue cycle, and a stale flag. A bank's candidates change only when something happens at the bank
-    (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached cycle
-    is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best so far."""
+    issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
+    and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
+    the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
+    cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
+    so far. The result does not depend on the order queues are visited in: every key (cycle, class,
+    age) is distinct."""
     cc_n, cc_cmd, cc_req, cc_lb, stale, q_lb, q_ord, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
