@@ -12,6 +12,7 @@ from pimdsl.interpreter.dram import trace_scan
 from pimdsl.interpreter.dram import traces as T
 from pimdsl.interpreter.dram.traces import TraceError, read_trace
 
+from .conftest import ROOT
 from .test_dram_engine import memory
 
 COLUMNS = ("arrival", "is_write", "channel", "bank", "row", "column")
@@ -88,3 +89,13 @@ def test_a_bad_line_deep_in_a_large_trace_is_located(tmp_path):
         read_trace(str(path), mem, "dramsim3")
     assert err.value.render().splitlines()[0] == (f"{path}:77777:11: error: arrival cycle 12 goes backwards "
                                                   "(the request before arrives at 77775)")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "validation" / "reference" / "dram" / "traces").glob("*.trace")),
+                         ids=lambda p: p.stem)
+def test_every_stored_reference_trace_decodes_as_the_line_reader_decodes_it(path):
+    """Channels, banks, rows and columns of four memories (one to eight channels, ranks, pseudo-channels)."""
+    mem = memory(path.name.split("__")[0])
+    fast = read_trace(str(path), mem, "dramsim3")
+    assert same(fast, by_lines(path, mem)) and len(fast) >= 2000
+    assert any(len(np.unique(getattr(fast, c))) > 1 for c in ("bank", "row", "column"))     # not all zero
