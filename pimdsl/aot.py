@@ -45,6 +45,11 @@ KERNELS: dict[str, dict[str, str]] = {
         "replay_core": f"Tuple((int64, {_I}, {_I}, int8[::1], {_I2}, {_I}, {_I2}, int64))"
                        f"({_T}, {_I}, {_F}, {_I2}, {_I}, {_I}, boolean[::1], {_I}, {_I}, int64, int64, {_I}, {_I3})",
     },
+    "interpreter/dram/trace_scan.py": {
+        # count, arrival, is_write, channel, bank, row, column
+        "scan_dramsim3": f"Tuple((int64, {_I}, boolean[::1], {_I}, {_I}, {_I}, {_I}))"
+                         f"(uint8[::1], int64, uint64[::1], {_I2}, {_I})",
+    },
     "interpreter/dram/stream_core.py": {
         "issue_run": f"Tuple((int64, int64, int64, int64, {_I2}))({_T}, {_I}, {_I2}, {_I2}, {_I}, {_I}, {_I}, {_I}, "
                      f"{_I}, {_I2}, {_I}, {_I}, {_I2}, {_I3}, {_I3}, {_I}, {_I2}, {_I2}, {_I})",

@@ -46,7 +46,6 @@ import os
 import re
 import shlex
 import sys
-from concurrent.futures import as_completed
 from contextlib import redirect_stderr
 
 from ..emit.atomic import atomic_file
@@ -54,7 +53,6 @@ from ..frontend.diagnostics import did_you_mean, render_error
 from ..ir.errors import PimdslError
 from ..budget import DEFAULT_MAX_WORK
 from ..ir.errors import CompileError
-from .executors import ClusterError, open_executor
 from .loading import add_allow_outside
 from .system import add_max_work, load_system, output_file, report_compile_error
 
@@ -179,6 +177,7 @@ def run(args) -> int:
         return 1
     points = [[f"{path}={value}" for (path, _), value in zip(axes, combo)]
               for combo in itertools.product(*(values for _, values in axes))]
+    from .executors import ClusterError           # (with its process pool: not imported by other commands)
     try:
         results = _run_all(args, points)
     except ClusterError as exc:
@@ -254,6 +253,9 @@ def _run_all(args, points: list[list[str]]) -> list[tuple[bool, dict | str]]:
             if bar is not None:
                 bar.stop()
         return results
+    from concurrent.futures import as_completed
+
+    from .executors import open_executor
     with open_executor(jobs, args.scheduler, args.cluster) as pool:
         futures = {pool.submit(run_point, *call(point)): i for i, point in enumerate(points)}
         bar, done = _progress(len(points))        # after the fork: the bar's thread stays in the parent

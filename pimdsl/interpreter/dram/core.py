@@ -18,7 +18,9 @@ each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
 recomputed only when something happens at the bank (a request enters or leaves,
 a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
 a lower bound, since next_at only rises, and is recomputed only when the bound
-could beat the best candidate so far. The loop jumps from event to event (a
+could beat the best candidate so far. A bitmask per channel and queue kind names the non-empty bank
+queues, so a decision visits only those, and skips one whose least bound and oldest candidate cannot
+beat the best so far (`q_lb`, `q_ord`). The loop jumps from event to event (a
 command, a refresh falling due, an arrival), as the reference does; fcfs, which
 looks at one request, scans (`_best_oldest`).
 """
@@ -92,7 +94,14 @@ def build_tables(tables: ChannelTables):
 def _earliest(T, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
     s = slot_base[cmd] + k
-    for i in range(chk_ptr[s], chk_ptr[s + 1]):
+    first, end = chk_ptr[s], chk_ptr[s + 1]
+    if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
+        for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
+            v = next_at[base + chk_idx[first + i]]
+            if v > t:
+                t = v
+        return t
+    for i in range(first, end):
         v = next_at[base + chk_idx[i]]
         if v > t:
             t = v
@@ -155,6 +164,36 @@ def _unlink(head, tail, length, nxt, prv, q, r):
     else:
         prv[n] = p
     length[q] -= 1
+
+
+# Each channel's bank queues of one kind have a bitmask of the non-empty ones (words of 64 banks), so that
+# the scheduler visits only those; a bit's index from the lowest set bit by de Bruijn's multiply.
+DE_BRUIJN = np.uint64(0x03F79D71B4CB0A89)
+BIT_AT = np.zeros(64, np.int64)
+for _i in range(64):
+    BIT_AT[((1 << _i) * 0x03F79D71B4CB0A89 & (1 << 64) - 1) >> 58] = _i
+ONE_BIT = np.uint64(1)
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _lowest_bit(m):
+    return BIT_AT[((m & (~m + ONE_BIT)) * DE_BRUIJN) >> np.uint64(58)]
+
+
+@njit(cache=True, _nrt=False)
+def _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
+    nb = P[P_NB]
+    _push(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + b, r)
+    qmask[(c * 4 + kind) * ((nb + 63) // 64) + b // 64] |= ONE_BIT << np.uint64(b % 64)
+
+
+@njit(cache=True, _nrt=False)
+def _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
+    nb = P[P_NB]
+    q = (c * 4 + kind) * nb + b
+    _unlink(qhead, qtail, qlen, nxt, prv, q, r)
+    if qlen[q] == 0:
+        qmask[(c * 4 + kind) * ((nb + 63) // 64) + b // 64] &= ~(ONE_BIT << np.uint64(b % 64))
 
 
 # ---- the replay -------------------------------------------------------------------------------------
@@ -224,8 +263,10 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
     # per queue, its bank's cached candidates (_best_cached): count, commands, requests, lower bounds of
     # their issue cycles, and whether they are stale
+    qmask = np.zeros(n_ch * 4 * ((nb + 63) // 64), np.uint64)
     cache = (np.zeros(nq, np.int64), np.zeros((nq, 3), np.int64), np.zeros((nq, 3), np.int64),
-             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_))
+             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_), np.zeros(nq, np.int64), np.zeros(nq, np.int64),
+             qmask)
     stale = cache[4]
     head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
@@ -240,7 +281,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 _push(shead, stail, slen, nxt, prv, c * 2 + (1 if is_write[head] else 0), head)
                 where[head] = 4
             else:
-                _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, head)
+                _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, head)
                 _touch(stale, nb, c, bank[head], bank[head] + 1)
             cs[c, D_VALID] = 0
             head += 1
@@ -311,7 +352,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     _touch(stale, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
-                                    is_write, qhead, qtail, qlen, nxt, prv, where)
+                                    is_write, qhead, qtail, qlen, qmask, nxt, prv, where)
                     _touch(stale, nb, c, k, k + 1)
             if per_bank:
                 r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
@@ -325,7 +366,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     order[r] = cs[c, MOVED]
                     cs[c, MOVED] += 1
                     in_bank[c, bank[r]] += 1
-                    _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r)
+                    _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r)
                     _touch(stale, nb, c, bank[r], bank[r] + 1)
                     cs[c, D_VALID] = 0
         now = t_next + 1
@@ -342,7 +383,7 @@ def _has_room(P, cs, slen, c, w):
 
 
 @njit(cache=True, _nrt=False)
-def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
+def _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r):
     nb = P[P_NB]
     if is_write[r]:
         cs[c, N_WRITES] += 1
@@ -350,15 +391,14 @@ def _enqueue(P, cs, qhead, qtail, qlen, nxt, prv, where, bank, is_write, c, r):
     else:
         cs[c, N_READS] += 1
         kind = CQ if P[P_PER_BANK] else RQ
-    _push(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + bank[r], r)
+    _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, bank[r], r)
     where[r] = kind
 
 
 @njit(cache=True, _nrt=False)
-def _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, r):
-    nb = P[P_NB]
+def _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, r):
     kind = where[r]
-    _unlink(qhead, qtail, qlen, nxt, prv, (c * 4 + kind) * nb + b, r)
+    _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r)
     where[r] = -1
     if kind == AQ:
         cs[c, N_ACTIVE] -= 1
@@ -613,10 +653,13 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
     `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
-    issue cycle, and a stale flag. A bank's candidates change only when something happens at the bank
-    (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached cycle
-    is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best so far."""
-    cc_n, cc_cmd, cc_req, cc_lb, stale = cache
+    issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
+    and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
+    the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
+    cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
+    so far. The result does not depend on the order queues are visited in: every key (cycle, class,
+    age) is distinct."""
+    cc_n, cc_cmd, cc_req, cc_lb, stale, q_lb, q_ord, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
@@ -625,33 +668,50 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
             continue
         cls = 0 if kind == AQ else 2
         q0 = (c * 4 + kind) * nb
-        for b in range(nb):
+        words = (nb + 63) // 64
+        for w in range(words):
+          m = qmask[(c * 4 + kind) * words + w]
+          while m:                              # the non-empty queues, in bank order
+            b = w * 64 + _lowest_bit(m)
+            m &= m - ONE_BIT
             q = q0 + b
-            if not qlen[q] or blocked[c, b] and cls:
+            if blocked[c, b] and cls:
                 continue
+            # ties: the oldest request, or (round_robin) the first bank after the last served
+            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
             if stale[q]:
                 n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
                                 is_write, cand_cmd, cand_req)
+                oldest = NEVER64
                 for i in range(n):
                     cc_cmd[q, i], cc_req[q, i], cc_lb[q, i] = cand_cmd[i], cand_req[i], 0
+                    oldest = min(oldest, order[cand_req[i]])
                 cc_n[q] = n
+                q_ord[q] = oldest
                 stale[q] = False
-            # ties: the oldest request, or (round_robin) the first bank after the last served
-            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
+            elif found:                         # the least of its bounds and ages cannot win: no candidate can
+                t = max(now, q_lb[q])
+                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + q_ord[q] > bord):
+                    continue
+            least = NEVER64
             for i in range(cc_n[q]):
                 cmd = cc_cmd[q, i]
                 if no_act and cmd == act:       # no ACT before the previous one's second cycle
+                    least = min(least, cc_lb[q, i])
                     continue
                 req = cc_req[q, i]
                 t = max(now, cc_lb[q, i])
                 o = ahead + order[req]
                 if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
+                    least = min(least, cc_lb[q, i])
                     continue                    # its bound cannot win
                 t = _earliest(T, next_at, base, cmd, b, max(t, eligible[req]))
                 cc_lb[q, i] = t
+                least = min(least, t)
                 if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                     found = True
                     bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
+            q_lb[q] = least
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
@@ -686,7 +746,7 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 @njit(cache=True, _nrt=False)
 def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
-                    qhead, qtail, qlen, nxt, prv, where):
+                    qhead, qtail, qlen, qmask, nxt, prv, where):
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
@@ -697,8 +757,8 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         if first_cmd[req] == 0:
             first_cmd[req] = MISS
         if not P[P_PER_BANK]:       # into the active buffer, freeing its read/write slot
-            _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
-            _push(qhead, qtail, qlen, nxt, prv, (c * 4 + AQ) * P[P_NB] + b, req)
+            _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, req)
+            _bank_push(P, qhead, qtail, qlen, qmask, nxt, prv, c, AQ, b, req)
             where[req] = AQ
             cs[c, N_ACTIVE] += 1
         return
@@ -715,7 +775,7 @@ def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, i
         if end > cs[c, CLOCK_UNTIL]:
             cs[c, CLOCK_UNTIL] = end
     hits[c, b] += 1
-    _dequeue(P, cs, qhead, qtail, qlen, nxt, prv, where, is_write, c, b, req)
+    _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, req)
     d = t if is_write[req] else t + P[P_RL]
     done[req] = d
     if d > cs[c, LAST_DONE]:

@@ -66,16 +66,17 @@ class ReplayResult:
         return lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))]
 
     def to_json(self) -> dict:
-        lat = sorted(self.read_latencies)
+        lat = np.asarray(self.read_latencies, np.int64)
+        mid = int(np.partition(lat, (len(lat) - 1) // 2)[(len(lat) - 1) // 2]) if len(lat) else 0   # (no full sort)
         return {
             "memory": self.memory, "requests": self.requests, "reads": self.reads, "writes": self.writes,
             "cycles": self.cycles,
             "bandwidth_gbps": round(self.bandwidth_gbps, 4),
             "avg_read_latency_cycles": round(self.avg_read_latency_cycles, 4),
             "row_hit_rate": round(self.row_hit_rate, 4),
-            "min_read_latency_cycles": lat[0] if lat else 0,
-            "p50_read_latency_cycles": lat[(len(lat) - 1) // 2] if lat else 0,
-            "max_read_latency_cycles": lat[-1] if lat else 0,
+            "min_read_latency_cycles": int(lat.min()) if len(lat) else 0,
+            "p50_read_latency_cycles": mid,
+            "max_read_latency_cycles": int(lat.max()) if len(lat) else 0,
             "commands": self.commands,
             "tck_s": self.tck_s,
             "energy_pj": {k: round(v, 1) for k, v in self.energy_pj.items()} if self.energy_pj else None,

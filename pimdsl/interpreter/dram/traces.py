@@ -23,7 +23,7 @@ from ...ir.hardware import Memory
 MAX_CYCLE = 2**62 - 1      # cycles are int64 in the compiled engine; leave room to add latencies
 
 from ...budget import DEFAULT_MAX_WORK, trace_estimate, trace_work
-from . import TRACE_FORMATS
+from . import TRACE_FORMATS, trace_scan
 
 DRAMSIM3_WRITES = {"WRITE", "write", "P_MEM_WR", "BOFF"}
 FORMATS = TRACE_FORMATS
@@ -69,7 +69,11 @@ def read_trace(path: str, memory: Memory, fmt: str, max_work: float = DEFAULT_MA
     except InputFileError as exc:
         raise TraceError(path, 1, 1, exc.message, hint=exc.hint) from None
     check = _Checker(path, memory, max_work)
-    if fmt == "dramsim3":
+    if fmt == "dramsim3" and memory.address_bits and trace_scan.built():
+        columns = trace_scan.scan(data, memory, _WRITE_WORDS)        # compiled: read and decoded in one pass
+        if columns is not None and not (len(columns[0]) and trace_work(len(columns[0]), int(columns[0][-1])) > max_work):
+            return Trace(*columns)
+    elif fmt == "dramsim3":
         fast = _dramsim3_arrays(data, memory.capacity_bytes)
         if fast is not None and not (len(fast[0]) and trace_work(len(fast[0]), int(fast[2][-1])) > max_work):
             return _decode(check, *fast)
@@ -227,10 +231,12 @@ def _dramsim3_block(b: np.ndarray):
     if (arrival[1:] < arrival[:-1]).any():
         return None
     o0, length = starts[1::3], ends[1::3] - starts[1::3]
-    # an op of letters and `_` only: a number or a sign there (a shifted line) goes to the line reader
-    letter = (((b | 0x20) >= ord("a")) & ((b | 0x20) <= ord("z"))) | (b == ord("_"))
-    others = np.concatenate(([0], np.cumsum(~letter)))
-    if (others[ends[1::3]] - others[o0]).any():
+    # an op of letters and `_` only, one letter at least: a number or a sign there (a shifted line), or
+    # `_` alone, goes to the line reader
+    alpha = ((b | 0x20) >= ord("a")) & ((b | 0x20) <= ord("z"))
+    others = np.concatenate(([0], np.cumsum(~(alpha | (b == ord("_"))))))
+    letters = np.concatenate(([0], np.cumsum(alpha)))
+    if (others[ends[1::3]] - others[o0]).any() or not (letters[ends[1::3]] - letters[o0]).all():
         return None
     word = np.zeros(len(o0), np.uint64)
     for col in range(8):                   # the op's first 8 bytes as a little-endian word
