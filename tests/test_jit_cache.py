@@ -52,3 +52,21 @@ def test_a_second_clone_loads_the_first_ones_kernels_and_an_edit_recompiles(tmp_
     assert stats(clones[0]) == (0, 1)          # compiled
     assert stats(clones[1]) == (1, 0)          # another path, same source: loaded
     assert stats(clones[2]) == (0, 1)          # edited: compiled again
+
+
+def test_a_stamp_covers_the_package_files_a_kernel_imports_from(tmp_path):
+    # the text scan finds one-line, aliased, parenthesised multi-line and parent-package imports,
+    # a module imported by name from its package, and nothing that is not a package file
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "a.py", "b.py", "c.py", "d.py", "sub/__init__.py", "sub/kernel.py", "sub/e.py"):
+        (pkg / name).write_text("")
+    kernel = pkg / "sub" / "kernel.py"
+    kernel.write_text("import os\nfrom .e import f as g\nfrom ..a import (\n    x,\n    y,\n)\n"
+                      "from .. import b, c as cc\nfrom ..missing import z\n\ndef k():\n    from ..d import w\n")
+    jit_cache._imported_files.cache_clear()
+    found = {p.relative_to(pkg).as_posix() for p in jit_cache._imported_files(kernel)}
+    assert found == {"__init__.py", "a.py", "b.py", "c.py", "d.py", "sub/e.py"}
+    before = jit_cache.stamp(kernel)
+    (pkg / "c.py").write_text("changed = 1\n")
+    assert jit_cache.stamp(kernel) != before
