@@ -8,37 +8,17 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-from contextlib import contextmanager
 
 import pytest
 
 from pimdsl.cli.main import main
 
-from .conftest import ROOT
+from .conftest import ROOT, deadline
 
 SHERPA = str(ROOT / "specs/systems/pim_sherpa_llama3_2_1b.pim")
 NEUPIMS = str(ROOT / "specs/systems/neupims_gpt3_7b.pim")
 PIPELOAD = str(ROOT / "specs/systems/pipeload_gpt_j_6b.pim")
 DRAM = ["dram", str(ROOT / "specs/reference/dram.pim"), "--memory", "ddr4_3200"]
-SECONDS = 20                       # generous on a loaded machine; each case takes well under 2 s alone
-
-
-class Hang(BaseException):
-    """Not an Exception: pimc's internal-error handler must not swallow it."""
-
-
-@contextmanager
-def deadline(seconds: int = SECONDS):
-    def expired(*_):
-        raise Hang(f"pimc did not finish within {seconds} s")
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def pimc(capsys, *argv):
