@@ -200,7 +200,9 @@ def test_a_pim_memorys_own_command_sample_counts_while_its_role_is_busy():
 
 
 def test_serving_loop_counts_pim_commands_and_npu_traffic():
-    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--json")
+    # 32 requests at batch 16 (the spec's: 4 x 256): the same loop and accounting, an eighth of the serving
+    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--set", "workload.batch=16",
+               "--set", "workload.requests=32", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     e = report["energy_j"]["by_component"]
