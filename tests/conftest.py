@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import gc
+import io
 import os
+import signal
+import subprocess
 from functools import cache
 import tempfile
 import textwrap
-from contextlib import contextmanager
+from contextlib import chdir, contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,40 @@ def _elaborated(path: str):
     spec, diags = load_spec(path)
     assert spec is not None, diags.render_all()
     return spec
+
+
+class Hang(BaseException):
+    """Not an Exception: pimc's internal-error handler must not swallow it."""
+
+
+@contextmanager
+def deadline(seconds: int = 20):
+    """Raises Hang in this process after `seconds` (the default is generous on a loaded machine for a
+    bad-input case, each well under 2 s alone): a hang fails the test instead of stalling the run."""
+    def expired(*_):
+        raise Hang(f"pimc did not finish within {seconds} s")
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def pimc(*args, cwd=None, seconds: int = 120) -> subprocess.CompletedProcess:
+    """`pimc args` through its entry point in this process, as a subprocess would report it: the exit
+    code (usage errors exit through SystemExit), stdout and stderr. A subprocess would cost about
+    0.3 s of CPU in start-up and imports each; the few tests of what only a process shows (the
+    installed console script, a whole process's output, signals, imports) start one themselves."""
+    from pimdsl.cli.main import main
+    out, err = io.StringIO(), io.StringIO()
+    with chdir(cwd or os.getcwd()), redirect_stdout(out), redirect_stderr(err), deadline(seconds):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    return subprocess.CompletedProcess(["pimc", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,11 @@ import sys
 
 import pytest
 
+from .conftest import pimc
 
 
-def pimc(*args, cwd=None):
+def pimc_process(*args, cwd=None):
+    """The installed `pimc` console script in a process of its own (start-up and imports: about 0.3 s)."""
     exe = shutil.which("pimc")
     cmd = [exe] if exe else [sys.executable, "-m", "pimdsl.cli.main"]
     return subprocess.run(cmd + list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
@@ -19,10 +21,10 @@ def test_check_ok_and_errors(tmp_path):
     good.write_text("workload w { batch = 2; }\n")
     bad = tmp_path / "bad.pim"
     bad.write_text("workload w { batch = 2 ms; }\n")
-    ok = pimc("check", str(good))
+    ok = pimc_process("check", str(good))         # the exit codes of a process, its whole stderr
     assert ok.returncode == 0, ok.stderr
     assert "ok" in ok.stdout
-    fail = pimc("check", str(good), str(bad))
+    fail = pimc_process("check", str(good), str(bad))
     assert fail.returncode == 1
     assert f"{bad}:1:22: error: a whole number was expected for 'batch', this is a time" in fail.stderr
     assert "Traceback" not in fail.stderr
@@ -73,7 +75,7 @@ def test_installed_pimc_runs_from_any_directory(tmp_path):
     """The wheel carries grammar and specs: the bundled library imports from outside the checkout."""
     spec = tmp_path / "uses_library.pim"
     spec.write_text('import "dram/ddr4.pim";\nmemory m { part = DDR4_3200; address_map = [row, bank, bank_group, column]; }\n')
-    result = pimc("check", spec.name, cwd=tmp_path)
+    result = pimc_process("check", spec.name, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
 
 
@@ -128,7 +130,7 @@ def test_version_names_the_bundled_specs():
     import re
     from pathlib import Path
     from pimdsl import __version__
-    out = pimc("--version")
+    out = pimc_process("--version")
     assert out.returncode == 0
     # the installed pimc's folder (the package's copy in a wheel install, the checkout's in an editable one)
     found = re.fullmatch(r"pimc (\S+) \(bundled specs: (.+)\)", out.stdout.strip())

@@ -17,8 +17,7 @@ from pimdsl.interpreter.dram.energy import event_energies_pj
 from pimdsl.interpreter.dram.memory_system import replay
 from pimdsl.interpreter.dram.traces import Trace
 
-from .conftest import ROOT
-from .test_cli import pimc
+from .conftest import ROOT, pimc
 from .test_dram_engine import memory, run
 
 

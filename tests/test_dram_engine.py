@@ -20,7 +20,7 @@ from pimdsl.ir.commands import Command, StreamError
 from pimdsl.interpreter.dram.memory_system import replay
 from pimdsl.interpreter.dram.traces import Trace, TraceError, read_trace
 
-from .conftest import ROOT, issued_commands
+from .conftest import ROOT, issued_commands, pimc
 from .test_dram_rules import oracle_delay
 
 REF_SPEC = str(ROOT / "specs" / "reference" / "dram.pim")
@@ -223,7 +223,6 @@ def test_bad_trace_lines_name_the_place(tmp_path):
 
 # ---- the CLI contract --------------------------------------------------------------------------
 def test_pimc_dram_json(tmp_path):
-    from .test_cli import pimc
     trace = ROOT / "validation" / "reference" / "dram" / "traces" / "ddr4_3200__idle_seq.trace"
     local = tmp_path / "idle.trace"
     local.write_text(trace.read_text() if trace.exists() else "0x0 READ 0\n0x40 READ 1000\n")
@@ -237,7 +236,6 @@ def test_pimc_dram_json(tmp_path):
 
 
 def test_pimc_dram_errors_exit_1(tmp_path):
-    from .test_cli import pimc
     (tmp_path / "bad.trace").write_text("LD 0x40\n")
     out = pimc("dram", REF_SPEC, "--memory", "ddr4_3200", "--trace", str(tmp_path / "bad.trace"),
                "--trace-format", "dramsim3")
@@ -266,7 +264,6 @@ def test_identical_channels_shortcut_equals_the_full_simulation():
 
 
 def test_pimc_dram_command_trace(tmp_path):
-    from .test_cli import pimc
     (tmp_path / "t.trace").write_text("0x0 READ 0\n0x2000 READ 0\n0x40 WRITE 0\n")
     out = pimc("dram", REF_SPEC, "--memory", "ddr4_3200", "--trace", str(tmp_path / "t.trace"),
                "--trace-format", "dramsim3", "--command-trace", str(tmp_path / "cmds.txt"))

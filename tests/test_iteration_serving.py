@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -19,15 +17,11 @@ from pimdsl.loops.iteration_serving.layer_segments import SERVING_STRATEGIES, De
 from pimdsl.loops.iteration_serving import _iteration, schedule_chains, simulate
 from pimdsl.serving.scheduler import BatchEntry
 
+from .conftest import pimc
+
 SYSTEMS = specs_dir() / "systems"
 
 
-@pytest.fixture
-def run_pimc():
-    def run(*args: str):
-        return subprocess.run([sys.executable, "-m", "pimdsl.cli.main", *args], capture_output=True,
-                              text=True, timeout=300)
-    return run
 
 
 def serve(model: str, *overrides: str, allow_outside: bool = False) -> dict:
@@ -186,9 +180,9 @@ def test_table3_parallelism(model, tp, pp):
 
 # ---- the command line -------------------------------------------------------------------------------
 
-def test_pimc_run_json_and_timeline(run_pimc, tmp_path):
+def test_pimc_run_json_and_timeline(tmp_path):
     out = tmp_path / "timeline.json"
-    proc = run_pimc("run", str(SYSTEMS / "neupims_gpt3_7b.pim"), "--set", "mapping.strategy=neupims",
+    proc = pimc("run", str(SYSTEMS / "neupims_gpt3_7b.pim"), "--set", "mapping.strategy=neupims",
                     "--set", "workload.batch=16", "--set", "workload.requests=32", "--json", "--timeline", str(out))
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -204,22 +198,22 @@ def test_pimc_run_json_and_timeline(run_pimc, tmp_path):
     ("mapping.params.tp=3", "tp = 3 does not divide the model's heads (32)"),
     ("workload.kv_admission=vllm", "'vllm' is not a valid kv_admission"),
 ])
-def test_bad_serving_input_is_a_diagnostic(run_pimc, override, message):
-    proc = run_pimc("run", str(SYSTEMS / "neupims_gpt3_7b.pim"), "--set", override, "--json")
+def test_bad_serving_input_is_a_diagnostic(override, message):
+    proc = pimc("run", str(SYSTEMS / "neupims_gpt3_7b.pim"), "--set", override, "--json")
     assert proc.returncode == 1 and proc.stdout == ""
     assert message in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_weights_that_do_not_fit_are_a_diagnostic(run_pimc):
-    proc = run_pimc("run", str(SYSTEMS / "neupims_gpt3_175b.pim"), "--set", "mapping.params.tp=1")
+def test_weights_that_do_not_fit_are_a_diagnostic():
+    proc = pimc("run", str(SYSTEMS / "neupims_gpt3_175b.pim"), "--set", "mapping.params.tp=1")
     assert proc.returncode == 1
     assert "do not fit in the weights region" in proc.stderr and "neupims.pim:" in proc.stderr
 
 
-def test_compile_writes_one_devices_shard(run_pimc, tmp_path):
+def test_compile_writes_one_devices_shard(tmp_path):
     # 30B, Table 3: tp 4 x pp 2 -> 14 of 56 heads and 24 of 48 layers on a device
     out = tmp_path / "out"
-    proc = run_pimc("compile", str(SYSTEMS / "neupims_gpt3_30b.pim"), "-o", str(out),
+    proc = pimc("compile", str(SYSTEMS / "neupims_gpt3_30b.pim"), "-o", str(out),
                     "--set", "workload.batch=2", "--set", "workload.input_len=8")
     assert proc.returncode == 0, proc.stderr
     summary = json.loads((out / "summary.json").read_text())

@@ -8,8 +8,7 @@ import pytest
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.run_energy import run_energy
 
-from .conftest import ROOT
-from .test_cli import pimc
+from .conftest import ROOT, pimc
 
 
 def system_of(path):
@@ -147,9 +146,11 @@ def test_a_link_counts_the_bytes_the_loop_moved_over_it():
 
 
 def test_the_hermes_loop_reports_its_remap_bytes_per_link(capsys):
+    # four of the model's 40 layers: the same loop, remaps and links, without solving the whole model's
+    # placement program (about 10 s of the solver, as the timing cache of a test run starts empty)
     from pimdsl.cli.main import main
     assert main(["run", str(ROOT / "specs/systems/hermes_ndp_llama2_13b.pim"), "--set", "workload.output_len=16",
-                 "--json"]) == 0
+                 "--set", "model.llama2_13b.layers=4", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     moved = report["bytes_moved"]["dimm_link"]
     assert moved > 0 and report["link_bytes"] == {"hermes_dimm_link": moved}
@@ -222,7 +223,9 @@ def test_a_pim_memorys_own_command_sample_counts_while_its_role_is_busy():
 
 
 def test_serving_loop_counts_pim_commands_and_npu_traffic():
-    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--json")
+    # 32 requests at batch 16 (the spec's: 4 x 256): the same loop and accounting, an eighth of the serving
+    out = pimc("run", str(ROOT / "specs/systems/neupims_gpt3_7b.pim"), "--set", "workload.batch=16",
+               "--set", "workload.requests=32", "--json")
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
     e = report["energy_j"]["by_component"]

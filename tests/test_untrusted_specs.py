@@ -6,21 +6,15 @@ import os
 
 import pytest
 
-from pimdsl.cli.main import main
-
-from .conftest import ROOT
+from .conftest import ROOT, pimc as run_pimc
 
 SECRET = "s3cr3t-value-123"
 
 
-def pimc(capsys, *argv):
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err and "internal error" not in err, err
-    return code, out, err
+def pimc(*argv):
+    done = run_pimc(*argv)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
 
 
 @pytest.fixture
@@ -46,42 +40,42 @@ def spec(tree, csv: str) -> str:
 
 @pytest.mark.parametrize("name", ["/proc/self/environ", "/etc/passwd", "../secret.csv", "/etc/hostname"])
 @pytest.mark.parametrize("command", [["check"], ["run", "--json"], ["run", "--json", "--allow-outside"]])
-def test_a_data_file_is_never_echoed(capsys, tree, name, command):
-    code, out, err = pimc(capsys, *command, spec(tree, name))
+def test_a_data_file_is_never_echoed(tree, name, command):
+    code, out, err = pimc(*command, spec(tree, name))
     assert code == 1, err
     assert SECRET not in out + err and "root:" not in out + err
     assert "proj/s.pim:" in err and ": error: " in err           # located at the line that names it
 
 
-def test_a_symlink_out_of_the_tree_is_refused_and_never_read(capsys, tree):
+def test_a_symlink_out_of_the_tree_is_refused_and_never_read(tree):
     os.symlink("/etc/passwd", tree / "proj" / "passwd.csv")
-    code, _, err = pimc(capsys, "run", "--json", spec(tree, "reqs.csv"), "--set", 'workload.requests_csv="passwd.csv"')
+    code, _, err = pimc("run", "--json", spec(tree, "reqs.csv"), "--set", 'workload.requests_csv="passwd.csv"')
     assert code == 1 and "'passwd.csv' is outside the spec's folders" in err and "--allow-outside" in err
-    code, _, err = pimc(capsys, "run", "--json", "--allow-outside", spec(tree, "reqs.csv"),
+    code, _, err = pimc("run", "--json", "--allow-outside", spec(tree, "reqs.csv"),
                        
                         "--set", 'workload.requests_csv="passwd.csv"')
     assert code == 1 and "this is not a requests CSV: its first line must be the header" in err
     assert "root:" not in err
 
 
-def test_outside_the_tree_needs_allow_outside(capsys, tree):
+def test_outside_the_tree_needs_allow_outside(tree):
     (tree / "outside.csv").write_text("input_len,output_len\n8,2\n")
-    code, _, err = pimc(capsys, "check", spec(tree, "../outside.csv"))
+    code, _, err = pimc("check", spec(tree, "../outside.csv"))
     assert code == 1 and "'../outside.csv' is outside the spec's folders" in err, err
-    code, out, err = pimc(capsys, "check", "--allow-outside", spec(tree, "../outside.csv"))
+    code, out, err = pimc("check", "--allow-outside", spec(tree, "../outside.csv"))
     assert code == 0 and "\n  reads requests CSV outside.csv\n" in out, out        # shown relative to the cwd
 
 
-def test_check_lists_the_files_a_spec_reads(capsys, tree):
-    code, out, err = pimc(capsys, "check", spec(tree, "reqs.csv"))
+def test_check_lists_the_files_a_spec_reads(tree):
+    code, out, err = pimc("check", spec(tree, "reqs.csv"))
     assert code == 0, err
     reads = [line.strip() for line in out.splitlines() if line.startswith("  reads ")]
     assert reads == ["reads requests CSV proj/reqs.csv"]
-    code, out, _ = pimc(capsys, "check", ROOT / "specs/systems/pipeload_gpt_j_6b.pim")
+    code, out, _ = pimc("check", ROOT / "specs/systems/pipeload_gpt_j_6b.pim")
     assert code == 0 and "  reads HuggingFace config " in out and out.rstrip().endswith("specs/models/hf/gpt_j_6b/config.json")
 
 
-def test_a_csv_in_the_tree_runs(capsys, tree):
-    code, out, err = pimc(capsys, "run", "--json", spec(tree, "reqs.csv"))
+def test_a_csv_in_the_tree_runs(tree):
+    code, out, err = pimc("run", "--json", spec(tree, "reqs.csv"))
     assert code == 0, err
     assert '"requests": 2' in out.replace(" ", "").replace('"requests":2', '"requests": 2')
