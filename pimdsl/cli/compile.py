@@ -113,13 +113,16 @@ def _few_collections():
     trace builds by the hundred thousand are freed by their counts as they are written, so the
     cycle collector need not walk either every 700 new objects (about a second of an unrolled phone)."""
     threshold = gc.get_threshold()
-    gc.freeze()
+    ours = gc.get_freeze_count() == 0           # a caller's frozen heap (a test worker's) stays frozen
+    if ours:
+        gc.freeze()
     gc.set_threshold(100_000, *threshold[1:])
     try:
         yield
     finally:
         gc.set_threshold(*threshold)
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 def _host_requests(program):
