@@ -61,17 +61,20 @@ KERNELS: dict[str, dict[str, str]] = {
                        f"uint16[::1], {_I}, float32[::1], float32[::1], boolean[::1])",
     },
     "sparsity/activation_predictor.py": {
-        "_predict_update": "boolean[::1](uint8[::1], uint16[::1], uint16[::1], boolean[::1], boolean[::1], "
-                           "boolean[:, ::1], uint8[::1], uint8[::1])",
+        "_predict_update": "none(uint8[::1], uint8[::1], boolean[::1], boolean[:, ::1], uint8[::1], uint8[::1], "
+                           f"boolean[::1], boolean[::1], {_I2})",
     },
     "sparsity/window_remap.py": {
         "_loads": f"{_F}(int16[::1], uint8[::1], int64)",
         "_pair_moves": f"{_I2}(int16[::1], uint8[::1], {_F}, {_I})",
     },
-    "loops/hot_cold_offload/neuron_split.py": {
+    "loops/hot_cold_offload/decode_token.py": {
+        "token_pass": "int64(int64, boolean, float32[::1], float32[::1], float32, float32, float32, float32, uint16[::1], "
+                      f"uint16[::1], {_I}, float32[::1], float32[::1], boolean[::1], uint8[::1], boolean[:, ::1], "
+                      f"uint8[::1], uint8[::1], float64, boolean[::1], int16[::1], uint8[::1], {_I2}, {_I2}, {_I3}, "
+                      "boolean[::1])",
         "adjust_compiled": "int64(uint8[::1], float64, boolean[::1])",
-        "tally": f"Tuple((int64, {_I}, int64, int64, int64, int64))(boolean[::1], boolean[::1], boolean[::1], "
-                 "int16[::1], int64, uint8[::1])",
+        "tally": "UniTuple(int64, 5)(boolean[::1], boolean[::1], boolean[::1], int16[::1], uint8[::1], int64[::1])",
         "charge": f"float64({_I}, float64, {_F})",
     },
 }

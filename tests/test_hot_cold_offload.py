@@ -13,7 +13,7 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from pimdsl.cli.main import main
-from pimdsl.loops.hot_cold_offload import neuron_split as hot_cold_offload
+from pimdsl.loops.hot_cold_offload import decode_token, neuron_split as hot_cold_offload
 from pimdsl.sparsity import activations, neuron_placement as npl
 from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
 from pimdsl.sparsity.window_remap import imbalance, loads, remap
@@ -438,11 +438,14 @@ def test_compiled_remap_equals_the_walk(seed, dimms, top, byte):
        n=st.integers(1, 403))
 def test_compiled_adjust_equals_numpy(seed, hot_threshold, share, n):
     rng = np.random.default_rng(seed)
-    pred = Predictor([rng.random(n)], [None], hot_threshold=hot_threshold)
-    pred.states[0] = rng.integers(0, 16, n).astype(np.uint8)
+    state = rng.integers(0, 16, n).astype(np.uint8)
     on_gpu = rng.random(n) < share
     want = on_gpu.copy()
-    assert hot_cold_offload.adjust(pred, 0, on_gpu) == hot_cold_offload.adjust_numpy(pred.states[0], hot_threshold, want)
+    swaps = decode_token.adjust_compiled(state, float(hot_threshold), on_gpu)
+    if swaps < 0:                                 # left to numpy's partition, untouched
+        assert np.array_equal(on_gpu, want)
+        swaps = decode_token.adjust_numpy(state, hot_threshold, on_gpu)
+    assert swaps == decode_token.adjust_numpy(state, hot_threshold, want)
     assert np.array_equal(on_gpu, want)
 
 
@@ -453,25 +456,74 @@ def test_compiled_adjust_swaps_as_numpy(seed):
     state = rng.integers(0, 16, 4003).astype(np.uint8)
     on_gpu = rng.random(4003) < 0.05
     want = on_gpu.copy()
-    swaps = hot_cold_offload.adjust_compiled(state, 10, on_gpu)
-    assert swaps > 0 and swaps == hot_cold_offload.adjust_numpy(state, 10, want)
+    swaps = decode_token.adjust_compiled(state, 10.0, on_gpu)
+    assert swaps > 0 and swaps == decode_token.adjust_numpy(state, 10, want)
     assert np.array_equal(on_gpu, want)
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), byte=st.booleans())
-def test_tally_equals_numpy_counts(seed, devices, byte):
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 8), n=st.integers(1, 500))
+def test_tally_equals_numpy_counts(seed, devices, n):
     rng = np.random.default_rng(seed)
-    guess, actual, on_gpu = (rng.random((3, 500)) < rng.random((3, 1)))
-    home = rng.integers(0, devices, 500).astype(np.int16)
-    activity = rng.integers(0, 3, 500).astype(np.uint8 if byte else np.int32)
-    before = activity.copy()
-    n_gpu, per_dev, correct, predicted, fired, hit = hot_cold_offload.tally(guess, actual, on_gpu, home, devices, activity)
+    guess, actual, on_gpu = (rng.random((3, n + 3)) < rng.random((3, 1)))[:, 3:]     # a block not on a word
+    home = rng.integers(0, devices, n).astype(np.int16)
+    activity = rng.integers(0, 3, n).astype(np.uint8)
+    before, per_dev = activity.copy(), np.zeros(devices, np.int64)
+    n_gpu, correct, predicted, fired, hit = decode_token.tally(guess, actual, on_gpu, home, activity, per_dev)
     assert n_gpu == np.count_nonzero(guess & on_gpu)
     assert np.array_equal(per_dev, np.bincount(home[guess & ~on_gpu], minlength=devices))
     assert (correct, predicted, fired, hit) == (np.count_nonzero(guess == actual), np.count_nonzero(guess),
                                                 np.count_nonzero(actual), np.count_nonzero(guess & actual))
     assert np.array_equal(activity, before + actual)
+
+
+def numpy_token(gen, pred, on_gpu, home, activity, devices, adjusting):
+    """One token of the sparse loop as its numpy statements, block by block in the loop's order: the
+    QKV block, the adjustment of both blocks of the layer, the MLP block."""
+    fired = numpy_step(gen)
+    counts, per_dev = np.zeros((len(fired), 6), np.int64), np.zeros((len(fired), devices), np.int64)
+
+    def block(k):
+        guess = pred.predict(k, fired[k - 1] if k else None)
+        pred.update(k, fired[k])
+        a = fired[k]
+        counts[k, :5] = [np.count_nonzero(guess & on_gpu[k]), np.count_nonzero(guess == a), np.count_nonzero(guess),
+                         np.count_nonzero(a), np.count_nonzero(guess & a)]
+        per_dev[k] = np.bincount(home[k][guess & ~on_gpu[k]], minlength=devices)
+        if activity is not None:
+            activity[k] += a
+    for layer in range(len(fired) // 2):
+        block(2 * layer)
+        for k in (2 * layer, 2 * layer + 1) if adjusting else ():
+            counts[k, 5] = decode_token.adjust_numpy(pred.states[k], pred.hot_threshold, on_gpu[k])
+        block(2 * layer + 1)
+    return counts, per_dev
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 5), share=st.floats(0.0, 0.6),
+       adjusting=st.booleans(), counted=st.booleans(), mode=st.sampled_from(["combined", "token", "layer"]))
+def test_compiled_token_equals_the_numpy_statements(seed, devices, share, adjusting, counted, mode):
+    sizes = [("a", 300), ("b", 1001), ("c", 300), ("d", 1001)]
+    state = []
+    for _ in range(2):                       # the compiled token and its statements, from the same start
+        gen = activations.Generator(sizes, activations.Statistics(seed=seed), 1)
+        pred = Predictor(gen.prefill_frequency(64), [b.parents for b in gen.blocks], mode=mode)
+        rng = np.random.default_rng(seed)
+        on_gpu = [rng.random(n) < share for _, n in sizes]
+        home = [rng.integers(0, devices, n).astype(np.int16) for _, n in sizes]
+        activity = [np.zeros(n, np.uint8) for _, n in sizes] if counted else None
+        state.append((gen, pred, on_gpu, home, activity))
+    (gen, pred, on_gpu, home, activity), want = state
+    token = decode_token.DecodeToken(gen, pred, on_gpu, home, activity, devices, adjusting)
+    for _ in range(6):
+        counts, per_dev = token.run()
+        want_counts, want_per_dev = numpy_token(*want, devices, adjusting)
+        assert np.array_equal(counts, want_counts) and np.array_equal(per_dev, want_per_dev)
+        assert np.array_equal(pred.table, np.concatenate(want[1].states))
+        assert all(map(np.array_equal, on_gpu, want[2]))
+        assert counted is False or all(map(np.array_equal, activity, want[4]))
+    assert np.array_equal(gen._latent, want[0]._latent)
 
 
 @settings(max_examples=60, deadline=None)
@@ -518,7 +570,7 @@ def test_charge_equals_numpy(seed, devices):
     busy = rng.random(devices) * 1e-3
     want_busy, t = busy.copy(), per_dev * neuron_s
     want_busy += t
-    slowest = hot_cold_offload.charge(per_dev, neuron_s, busy)
+    slowest = decode_token.charge(per_dev, neuron_s, busy)
     assert slowest == float(t.max()) and np.array_equal(busy, want_busy)     # bit for bit
 
 

@@ -40,14 +40,21 @@ class Predictor:
                  hot_threshold: float = 10, step: int = 4, bits: int = 4, mode: str = "combined"):
         if mode not in MODES:
             raise ValueError(f"predictor mode '{mode}' is not one of {', '.join(MODES)}")
-        self.states = [initial_state(f, bits) for f in prefill_frequency]
+        # every block's states in one array (`table`), `states[k]` block k's view of it
+        self.table = initial_state(np.concatenate(prefill_frequency), bits)
+        self.states = np.split(self.table, np.cumsum([len(f) for f in prefill_frequency])[:-1])
         self.parents, self.lam, self.threshold = parents, lam, threshold
         self.hot_threshold, self.step, self.top, self.mode = hot_threshold, step, 2 ** bits - 1, mode
-        # the rule and the FSM as tables over every (state, s2) and every state (numpy semantics kept)
+        # the mode's rule over every (state, s2) and its FSM over every state, as tables (numpy semantics
+        # kept): the token-only rule ignores s2, the layer-only mode's FSM keeps every state
         s1 = np.arange(self.top + 1, dtype=np.int16)
-        self._rule = s1[:, None] + lam * np.arange(3, dtype=np.uint8)[None, :] > threshold
-        self._fired = np.clip(s1 + step, 0, self.top).astype(np.uint8)
-        self._idle = np.clip(s1 - 1, 0, self.top).astype(np.uint8)
+        if mode == "token":
+            self.rule = np.repeat((s1 > hot_threshold)[:, None], 3, axis=1)
+        else:
+            self.rule = s1[:, None] + lam * np.arange(3, dtype=np.uint8)[None, :] > threshold
+        frozen = mode == "layer"
+        self.fired = s1.astype(np.uint8) if frozen else np.clip(s1 + step, 0, self.top).astype(np.uint8)
+        self.idle = s1.astype(np.uint8) if frozen else np.clip(s1 - 1, 0, self.top).astype(np.uint8)
 
     def s2(self, k: int, previous: np.ndarray | None) -> np.ndarray:
         p = self.parents[k]
@@ -58,38 +65,39 @@ class Predictor:
 
     def predict(self, k: int, previous: np.ndarray | None) -> np.ndarray:
         """Neurons of block k predicted to fire, given the previous block's actual activations."""
-        if self.mode == "token":
-            return self.states[k].astype(np.int16) > self.hot_threshold
-        return self._rule[self.states[k], self.s2(k, previous)]
+        return self.rule[self.states[k], self.s2(k, previous)]
 
     def update(self, k: int, actual: np.ndarray) -> None:
         """The FSM after the token: +step where the neuron fired, -1 where it did not."""
-        if self.mode == "layer":
-            return
         s = self.states[k]
-        self.states[k] = np.where(actual, self._fired[s], self._idle[s])
+        s[...] = np.where(actual, self.fired[s], self.idle[s])
 
     def predict_then_update(self, k: int, previous: np.ndarray | None, actual: np.ndarray) -> np.ndarray:
         """`predict(k, previous)`, then `update(k, actual)`, in one pass over the block."""
-        p = self.parents[k]
-        if self.mode != "combined" or p is None or previous is None:
-            guess = self.predict(k, previous)
-            self.update(k, actual)
-            return guess
-        return _predict_update(self.states[k], p[0], p[1], previous, actual, self._rule, self._fired, self._idle)
+        out = np.empty(len(actual), np.bool_)
+        _predict_update(self.states[k], self.s2(k, previous).astype(np.uint8), actual, self.rule, self.fired, self.idle,
+                        out, np.zeros(len(actual), np.bool_), np.zeros((2, 256), np.int64))
+        return out
 
     def hot(self, k: int) -> np.ndarray:
         return self.states[k] > self.hot_threshold
 
 
 @njit(cache=True)
-def _predict_update(states, parent0, parent1, previous, actual, rule, fired, idle):
-    out = np.empty(len(states), np.bool_)
-    for i in range(len(states)):
+def _predict_update(states, s2, actual, rule, fired, idle, out, group, counts):
+    """`out` = the rule over (state, s2), then each state's FSM step; `counts` = the new states' histogram
+    per group (`group`, a bool per neuron: the online adjustment's on-GPU neurons and the others), in two
+    interleaved tables so that runs of one state do not wait on one counter."""
+    g8 = group.view(np.uint8)
+    h = np.zeros((2, 2, counts.shape[1]), np.int64)
+    n = len(states)
+    for i in range(n):
         s = states[i]
-        out[i] = rule[s, np.int64(previous[parent0[i]]) + np.int64(previous[parent1[i]])]
-        states[i] = fired[s] if actual[i] else idle[s]
-    return out
+        out[i] = rule[s, s2[i]]
+        t = fired[s] if actual[i] else idle[s]
+        states[i] = t
+        h[i & 1, g8[i], t] += 1
+    counts[:] = h[0] + h[1]
 
 
 bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

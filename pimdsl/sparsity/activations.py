@@ -184,15 +184,21 @@ class Generator:
         return normal_cdf(self._thresholds[k])
 
     def step(self) -> list[np.ndarray]:
+        fired = np.empty(len(self._latent), np.bool_)
+        _chain_step(*self.step_arguments(), fired)
+        return np.split(fired, self._cuts)
+
+    def step_arguments(self) -> tuple:
+        """The arguments of one token of the compiled chain (`_chain_step` but its output), drawing the
+        token's innovations: the latents, the innovations, rho, the noise, own and mix weights (float32),
+        the parents, the blocks' offsets, the thresholds and the two blocks' scratch of z."""
         s, rng = self.stats, self.rng
         noise = math.sqrt(1.0 - s.rho ** 2)
         own, mix = math.sqrt(1.0 - s.coupling ** 2), s.coupling / math.sqrt(2.0)
         start = int(rng.integers(0, len(self._pool) - len(self._latent)))
-        fired = np.empty(len(self._latent), np.bool_)
-        _chain_step(self._latent, self._pool[start:start + len(self._latent)], np.float32(s.rho), np.float32(noise),
-                    np.float32(own), np.float32(mix), self._parents[0], self._parents[1], self._offsets,
-                    self._all_thresholds, self._z, fired)
-        return np.split(fired, self._cuts)
+        return (self._latent, self._pool[start:start + len(self._latent)], np.float32(s.rho), np.float32(noise),
+                np.float32(own), np.float32(mix), self._parents[0], self._parents[1], self._offsets,
+                self._all_thresholds, self._z)
 
     def prefill_frequency(self, tokens: int) -> list[np.ndarray]:
         """Each neuron's activated fraction over a prompt of `tokens`, drawn as a binomial over the
@@ -207,22 +213,42 @@ def _chain_step(latent, innovation, rho, noise, own, mix, parent0, parent1, offs
     latent = rho latent + noise e; z_0 = latent_0; z_k = mix (z_{k-1}[p0] + z_{k-1}[p1]) + own latent_k;
     a neuron fires when z < its threshold. `z` holds two blocks, the previous one's and this one's, so
     that both stay in cache."""
-    for i in range(len(latent)):
+    half = len(z) // 2
+    parents_fired = np.empty(half, np.uint8)
+    for k in range(len(offsets) - 1):
+        lo, hi = offsets[k], offsets[k + 1]
+        before = offsets[k - 1] if k else lo
+        _chain_block(latent[lo:hi], innovation[lo:hi], rho, noise, own, mix, parent0[lo:hi], parent1[lo:hi],
+                     thresholds[lo:hi], z[half * ((k + 1) % 2):half * ((k + 1) % 2) + half], z[half * (k % 2):],
+                     fired[lo:hi], fired[before:lo], parents_fired, k == 0)
+
+
+@njit(cache=True)
+def _chain_block(latent, innovation, rho, noise, own, mix, parent0, parent1, thresholds, previous, current, fired,
+                 previous_fired, parents_fired, first):
+    """One block of `_chain_step`, its arrays sliced to the block: its latents' step, its z in `current`
+    from the previous block's in `previous` (the first block: its latents), `fired`; and in
+    `parents_fired` how many of each neuron's two parents fired (`previous_fired`; the predictor's s2:
+    the loads the chain does anyway)."""
+    n = len(latent)
+    for i in range(n):
         latent[i] = latent[i] * rho
         latent[i] = latent[i] + noise * innovation[i]
-    half = len(z) // 2
-    for i in range(offsets[1]):
-        z[i] = latent[i]
-        fired[i] = latent[i] < thresholds[i]
-    for k in range(1, len(offsets) - 1):
-        start = offsets[k]
-        previous, current = z[half * ((k - 1) % 2):], z[half * (k % 2):]
-        for i in range(start, offsets[k + 1]):
-            v = previous[parent0[i]] + previous[parent1[i]]
-            v = v * mix
-            v = v + own * latent[i]
-            current[i - start] = v
-            fired[i] = v < thresholds[i]
+    if first:
+        for i in range(n):
+            current[i] = latent[i]
+            fired[i] = latent[i] < thresholds[i]
+            parents_fired[i] = 0
+        return
+    before = previous_fired.view(np.uint8)
+    for i in range(n):
+        a, b = parent0[i], parent1[i]
+        v = previous[a] + previous[b]
+        v = v * mix
+        v = v + own * latent[i]
+        current[i] = v
+        fired[i] = v < thresholds[i]
+        parents_fired[i] = before[a] + before[b]
 
 
 def similarity(a: np.ndarray, b: np.ndarray) -> float:

@@ -37,8 +37,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from ...aot import bind
-from ...jit_cache import njit
 
 from ...frontend.diagnostics import did_you_mean
 from ...interpreter.host.models import kernel_time, transfer_time
@@ -49,6 +47,7 @@ from ...sparsity import activations, neuron_placement
 from ...sparsity.activation_predictor import Predictor
 from ...sparsity.window_remap import imbalance, loads, remap_in_place
 from ...unread import leading_links
+from .decode_token import SWAPS, DecodeToken, charge
 from ...ir import units as U
 from ...ir.params import NAME, WHOLE, Param
 
@@ -372,155 +371,6 @@ def place(s: Setup, gen: activations.Generator, sw: Switches, neuron_s: list, co
                                  "groups": len(groups), "hot_budget_bytes": hot_budget})
 
 
-def adjust(pred: Predictor, k: int, on_gpu: np.ndarray) -> int:
-    """Online adjustment ([HERMES_NDP] Sec. IV-C-2): hot neurons (state > T_h) not on the GPU replace
-    the GPU neurons of lowest state, while the newcomer's state is higher. Returns the swaps."""
-    swaps = adjust_compiled(pred.states[k], float(pred.hot_threshold), on_gpu)
-    return swaps if swaps >= 0 else adjust_numpy(pred.states[k], pred.hot_threshold, on_gpu)
-
-
-def adjust_numpy(state: np.ndarray, hot_threshold: float, on_gpu: np.ndarray) -> int:
-    """`adjust` in numpy: the statement the compiled common case is held to."""
-    cand, victims = np.flatnonzero((state > hot_threshold) & ~on_gpu), np.flatnonzero(on_gpu)
-    n = min(len(cand), len(victims))
-    if n == 0:
-        return 0
-    cand = cand[np.argsort(-state[cand], kind="stable")][:n]
-    if n < len(victims):                      # only the n lowest states can be swapped out
-        victims = victims[np.argpartition(state[victims], n - 1)[:n]]
-    victims = victims[np.argsort(state[victims], kind="stable")]
-    swaps = int(np.count_nonzero(state[cand] > state[victims]))
-    on_gpu[cand[:swaps]] = True
-    on_gpu[victims[:swaps]] = False
-    return swaps
-
-
-@njit(cache=True)
-def _first_of_levels(hist, levels, count):
-    """Of a list ordered by level (in the order `levels` gives), ties by index, with hist[level]
-    members per level: how many of the first `count` each level holds."""
-    take = np.zeros(len(hist), np.int64)
-    for s in levels:
-        t = min(count, hist[s])
-        take[s] = t
-        count -= t
-    return take
-
-
-@njit(cache=True)
-def _state_histograms(state, o8):
-    """[on GPU][state] counts, in four interleaved tables so that runs of one state do not wait on one
-    counter (twice as fast as one table)."""
-    h = np.zeros((4, 2, 256), np.int64)
-    n4 = len(state) // 4 * 4
-    for i in range(0, n4, 4):
-        h[0, o8[i], state[i]] += 1
-        h[1, o8[i + 1], state[i + 1]] += 1
-        h[2, o8[i + 2], state[i + 2]] += 1
-        h[3, o8[i + 3], state[i + 3]] += 1
-    for i in range(n4, len(state)):
-        h[0, o8[i], state[i]] += 1
-    return h[0] + h[1] + h[2] + h[3]
-
-
-@njit(cache=True)
-def adjust_compiled(state, hot_threshold, on_gpu):
-    """`adjust` when every GPU neuron is a possible victim (at least as many candidates, the usual case),
-    compiled; -1 (nothing changed) otherwise, where `adjust` takes numpy's partition. The orders are
-    numpy's stable argsorts of the uint8 keys `-state` (candidates) and `state` (victims): by state,
-    ties by index. So one pass counts the states of the candidates and of the GPU neurons, the swaps
-    follow from the two histograms, and a second pass, only when there are swaps, moves the first
-    `swaps` of each order (within a state, the lowest indices), stopping once it has."""
-    o8 = on_gpu.view(np.uint8)
-    hist = _state_histograms(state, o8)
-    cand_levels = (256 - np.arange(256)) % 256       # -state as uint8: 0 first, then 255 down to 1
-    for s in range(256):
-        if not s > hot_threshold:
-            hist[0, s] = 0                           # not hot: not a candidate
-    n_cand, n = hist[0].sum(), hist[1].sum()
-    if min(n_cand, n) == 0:
-        return 0
-    if n_cand < n:
-        return -1
-    cand_take = _first_of_levels(hist[0], cand_levels, n)
-    victim_take = _first_of_levels(hist[1], np.arange(256), n)
-    swaps = 0                                        # walk both orders level run by level run
-    ci = vi = 0
-    c_left, v_left = cand_take[cand_levels[0]], victim_take[0]
-    j = 0
-    while j < n:
-        while c_left == 0:
-            ci += 1
-            c_left = cand_take[cand_levels[ci]]
-        while v_left == 0:
-            vi += 1
-            v_left = victim_take[vi]
-        run = min(c_left, v_left)
-        if cand_levels[ci] > vi:
-            swaps += run
-        c_left -= run
-        v_left -= run
-        j += run
-    if swaps == 0:
-        return 0
-    cand_take = _first_of_levels(hist[0], cand_levels, swaps)
-    victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
-    left = 2 * swaps                                 # the walk stops at the last neuron it moves
-    for i in range(len(state)):
-        s = state[i]
-        if o8[i]:
-            if victim_take[s] > 0:
-                victim_take[s] -= 1
-                on_gpu[i] = False
-                left -= 1
-        elif cand_take[s] > 0:
-            cand_take[s] -= 1
-            on_gpu[i] = True
-            left -= 1
-        if left == 0:
-            break
-    return swaps
-
-
-NO_ACTIVITY = np.zeros(0, np.int32)
-
-
-@njit(cache=True)
-def tally(guess, actual, on_gpu, home, devices, activity):
-    """One block's token: predicted neurons on the GPU, predicted cold neurons per device, the
-    predictor's counts (correct, predicted, fired, predicted and fired); adds the firings to `activity`
-    (when given: not empty)."""
-    g8, a8, o8 = guess.view(np.uint8), actual.view(np.uint8), on_gpu.view(np.uint8)
-    n_gpu = predicted = fired = hit = differ = 0
-    for i in range(len(g8)):                     # branch-free counts (guess and actual are unpredictable)
-        g, a = g8[i], a8[i]
-        predicted += g
-        fired += a
-        hit += g & a
-        differ += g ^ a
-        n_gpu += g & o8[i]
-    per_dev = np.zeros(devices, np.int64)
-    for i in range(len(g8)):
-        if g8[i] > o8[i]:
-            per_dev[home[i]] += 1
-    if len(activity):
-        for i in range(len(a8)):
-            activity[i] += a8[i]
-    return n_gpu, per_dev, len(g8) - differ, predicted, fired, hit
-
-
-@njit(cache=True)
-def charge(per_dev, neuron_s, busy):
-    """Each device's time for its `per_dev` neurons of `neuron_s` seconds, added to `busy`; returns the
-    slowest device's (numpy's `t = per_dev * neuron_s; busy += t; t.max()` in one call per block)."""
-    slowest = 0.0
-    for j in range(len(per_dev)):
-        t = per_dev[j] * neuron_s
-        busy[j] += t
-        slowest = max(slowest, t)
-    return slowest
-
-
 def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     from ...ir.intervals import Interval
     m, wl, p = s.system.model, s.system.workload, s.params
@@ -558,17 +408,18 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     imb_before, imb_after, pending_link = [], [], np.zeros(m.layers)
     t = ttft
     steps = max(0, wl.output_len - 1)
+    token = DecodeToken(gen, pred, placed.on_gpu, placed.home, activity, devices, sw.adjust)
+    sizes = [len(g) for g in placed.on_gpu]
     for step in range(steps):
         seq = wl.input_len + step + 1
-        fired = gen.step()
+        counts, per_devs = token.run()
+        counts = counts.tolist()
         att = kv_bytes(s, seq, b) / s.host.memory_bandwidth_bytes_per_s if host else attention_ndp_s(s, seq, b)
         for layer in range(m.layers):
             for which in (0, 1):
                 k = 2 * layer + which
-                a = fired[k]
-                guess = pred.predict_then_update(k, fired[k - 1] if k else None, a)
-                n_gpu, per_dev, correct, predicted, n_fired, hit = tally(guess, a, placed.on_gpu[k], placed.home[k],
-                                                                         devices, NO_ACTIVITY if activity is None else activity[k])
+                n_gpu, correct, predicted, n_fired, hit, _ = counts[k]
+                per_dev = per_devs[k]
                 t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
                 cold_max = charge(per_dev, neuron_cold[k], cold_busy)
                 block = max(t_gpu, cold_max)
@@ -584,7 +435,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                 acc["fc_cold"] += cold_max
                 acc["gpu_busy"] += t_gpu
                 acc["correct"] += correct
-                acc["total"] += len(a)
+                acc["total"] += sizes[k]
                 acc["predicted"] += predicted
                 acc["fired"] += n_fired
                 acc["hit"] += hit
@@ -598,7 +449,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                     copies = 0.0
                     if sw.adjust:                             # both blocks of the layer, under the projection
                         for kk in (k, k + 1):
-                            swaps = adjust(pred, kk, placed.on_gpu[kk])
+                            swaps = counts[kk][SWAPS]
                             acc["swaps"] += swaps
                             copies += swaps * nbytes[kk]
                     copy_t = copies / s.pcie.bandwidth_bytes_per_s
@@ -688,5 +539,3 @@ def report_common(s: Setup, ttft: float, e2e: float) -> dict:
                              "gpu_weights": min(s.budget, totals["weights"]),
                              "total": totals["weights"] + totals["kv_cache"]}}
 
-
-bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)
