@@ -5,6 +5,8 @@ neurons, NDP-DIMMs hold every weight and compute the cold neurons.
                      between the GPU and the DIMMs (its docstring says what each time covers)
   offload_baselines  the comparison points that do not split neurons (Accelerate, FlexGen, Deja Vu,
                      Hermes-base, the tensor-parallel GPU server)
+  decode_token       one decode token of a splitting strategy in one compiled call: the activation
+                     chain, the predictor, the tally and the online adjustment over flat arrays
   sparse_ndp_gemv    a cold neuron's time: the NDP core's declared `gemv` program on the DRAM engine
 
 This module is the loop's entry: what it reads of a spec (from `neuron_split`) and `run`, which hands a
