@@ -53,7 +53,7 @@ KERNELS: dict[str, dict[str, str]] = {
     "interpreter/dram/stream_core.py": {
         "issue_run": f"Tuple((int64, int64, int64, int64, {_I2}))({_T}, {_I}, {_I2}, {_I2}, {_I}, {_I}, {_I}, {_I}, "
                      f"{_I}, {_I2}, {_I}, {_I}, {_I2}, {_I3}, {_I3}, {_I}, {_I2}, {_I2}, {_I})",
-        "_earliest": f"int64({_T}, {_I}, int64, int64, int64, int64)",
+        "_earliest": f"int64(UniTuple({_I}, 3), {_I}, int64, int64, int64, int64)",    # (core.checks(T))
     },
     "sparsity/activations.py": {
         "_interp_uniform": f"none(float32[::1], {_F}, {_F}, {_F}, float64, {_F})",

@@ -91,8 +91,20 @@ def build_tables(tables: ChannelTables):
 # ---- timing state ---------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always", _nrt=False)
-def _earliest(T, next_at, base, cmd, k, t):
-    slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
+def checks(T):
+    """The tables `_earliest` reads (its `C`)."""
+    return T[0], T[1], T[2]
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def updates(T):
+    """The tables `_state_issue` reads (its `U`)."""
+    return T[0], T[3], T[4], T[5], T[6], T[7], T[8], T[9], T[10], T[11]
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _earliest(C, next_at, base, cmd, k, t):
+    slot_base, chk_ptr, chk_idx = C
     s = slot_base[cmd] + k
     first, end = chk_ptr[s], chk_ptr[s + 1]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
@@ -109,9 +121,8 @@ def _earliest(T, next_at, base, cmd, k, t):
 
 
 @njit(cache=True, _nrt=False)
-def _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
-    slot_base, upd_ptr, upd_idx, upd_lat = T[0], T[3], T[4], T[5]
-    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = T[6], T[7], T[8], T[9], T[10], T[11]
+def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
+    slot_base, upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = U
     s = slot_base[cmd] + k
     for i in range(upd_ptr[s], upd_ptr[s + 1]):
         v = t + upd_lat[i]
@@ -209,6 +220,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     ACT, PRE, RD, WR, RDA, WRA, PREA = P[P_ACT], P[P_PRE], P[P_RD], P[P_WR], P[P_RDA], P[P_WRA], P[P_PREA]
     per_bank, fcfs, rowhit, cap = P[P_PER_BANK] != 0, P[P_FCFS] != 0, P[P_ROWHIT] != 0, P[P_CAP]
     level, span = T[12], T[13]
+    # a call copies each array argument onto the stack field by field, which with all fourteen tables costs
+    # more than the callee's work: each callee gets the tables it reads (checks: _earliest; updates: _state_issue)
+    C, U = checks(T), updates(T)
     n_units = P[P_NU]
     # units: cmd, level, k, first due, interval, bank0, bank1, prea usable
     accepted = np.zeros(n, np.int64)
@@ -298,8 +312,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                        slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+                _decide(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                        slen, eligible, order, accepted, row, is_write, bank, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -319,8 +333,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                            slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+                    _decide(C, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
+                            slen, eligible, order, accepted, row, is_write, bank, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -334,7 +348,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             elif cs[c, D_VALID] and cs[c, D_T] == t:
                 cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
                 cs[c, D_VALID] = 0
-                _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
+                _state_issue(U, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
                 if E[cmd]:
                     _track_rows(E[cmd], span[level[cmd]], span[RANK], bank_open, rows, c, k, t)
                 if n_rec >= record_cap:
@@ -452,8 +466,8 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-            eligible, order, accepted, row, is_write, bank, level, span, cands, cache):
+def _decide(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
+            eligible, order, accepted, row, is_write, bank, cands, cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
@@ -467,9 +481,9 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
         found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
     elif cs[c, F_CMD] >= 0:                            # the column command after its sync
         found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
-        bt = _earliest(T, next_at, base, bcmd, bk, now)
+        bt = _earliest(C, next_at, base, bcmd, bk, now)
     else:
-        found, bt, bcmd, bk, breq = _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
+        found, bt, bcmd, bk, breq = _best(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
                                           qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
                                           cands, cache)
         if act2 >= 0 and (not found or bt > now):      # an idle command cycle
@@ -495,7 +509,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
+def _best(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
           eligible, order, accepted, row, is_write, bank, cands, cache):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
     n_units = P[P_NU]
@@ -510,7 +524,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
         if not pending[c, u]:
             continue
         refreshing = True
-        ok, t, cmd, k = _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen)
+        ok, t, cmd, k = _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen)
         if ok and (not found or t < bt):
             found = True
             bt, bcls, bord, bcmd, bk, breq = t, 1, 0, cmd, k, -1
@@ -530,7 +544,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     kinds = (CQ, -1) if per_bank else (AQ, -1 if refreshing else (WQ if cs[c, WRITE_MODE] else RQ))
     if not P[P_FCFS]:
         found, bt, bcls, bord, bcmd, bk, breq = _best_cached(
-            T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq)
         return found, bt, bcmd, bk, breq
     for kind in kinds:
@@ -538,13 +552,13 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
             continue
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_oldest(
-            T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
     return found, bt, bcmd, bk, breq
 
 
 @njit(cache=True, _nrt=False)
-def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
+def _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen):
     cmd, k, b0, b1, prea_ok = units[u, 0], units[u, 2], units[u, 5], units[u, 6], units[u, 7]
     nb = P[P_NB]
     any_open = False
@@ -555,17 +569,17 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
             if qlen[(c * 4 + AQ) * nb + b] > 0:
                 any_active = True
     if not any_open:
-        return True, _earliest(T, next_at, base, cmd, k, now), cmd, k
+        return True, _earliest(C, next_at, base, cmd, k, now), cmd, k
     if prea_ok:
         if any_active:
             return False, 0, 0, 0
-        return True, _earliest(T, next_at, base, P[P_PREA], k, now), P[P_PREA], k
+        return True, _earliest(C, next_at, base, P[P_PREA], k, now), P[P_PREA], k
     found = np.bool_(False)
     bt, bb = ZERO64, -ONE64
     for b in range(b0, b1):
         if open_row[c, b] < 0 or qlen[(c * 4 + AQ) * nb + b] > 0:
             continue
-        t = _earliest(T, next_at, base, P[P_PRE], b, now)
+        t = _earliest(C, next_at, base, P[P_PRE], b, now)
         if not found or t < bt:
             found = True
             bt, bb = t, b
@@ -573,7 +587,7 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 
 @njit(cache=True, _nrt=False)
-def _best_oldest(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
+def _best_oldest(C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
                  order, accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """fcfs: the candidates of the oldest queued request only."""
     nb = P[P_NB]
@@ -596,7 +610,7 @@ def _best_oldest(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blo
     ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
     for i in range(nc):
         req = cand_req[i]
-        t = _earliest(T, next_at, base, cand_cmd[i], b, max(now, eligible[req]))
+        t = _earliest(C, next_at, base, cand_cmd[i], b, max(now, eligible[req]))
         o = ahead + order[req]
         if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
             found = True
@@ -649,7 +663,7 @@ def _bank_cands(P, c, b, first, single, orow, qhead, qlen, nxt, hits, accepted, 
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
     `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
@@ -705,7 +719,7 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                 if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
                     least = min(least, cc_lb[q, i])
                     continue                    # its bound cannot win
-                t = _earliest(T, next_at, base, cmd, b, max(t, eligible[req]))
+                t = _earliest(C, next_at, base, cmd, b, max(t, eligible[req]))
                 cc_lb[q, i] = t
                 least = min(least, t)
                 if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
