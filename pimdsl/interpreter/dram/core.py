@@ -20,7 +20,7 @@ a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
 a lower bound, since next_at only rises, and is recomputed only when the bound
 could beat the best candidate so far. A bitmask per channel and queue kind names the non-empty bank
 queues, so a decision visits only those, and skips one whose least bound and oldest candidate cannot
-beat the best so far (`q_lb`, `q_ord`). The loop jumps from event to event (a
+beat the best so far (`Q_LEAST`, `Q_ORD`). The loop jumps from event to event (a
 command, a refresh falling due, an arrival), as the reference does; fcfs, which
 looks at one request, scans (`_best_oldest`).
 """
@@ -52,6 +52,9 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
  P_RR, N_P) = range(29)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
+# rows of the scheduler's cache (_best_cached), a column per queue: its bank's candidates' count, commands,
+# requests and lower bounds of their issue cycles, whether they are stale, the least bound, the oldest age
+Q_N, Q_CMD, Q_REQ, Q_LB, Q_STALE, Q_LEAST, Q_ORD, N_Q = 0, 1, 4, 7, 10, 11, 12, 13
 
 
 def build_tables(tables: ChannelTables):
@@ -275,13 +278,11 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         cs[c, NEXT_DUE] = nd
     times = np.zeros(n_ch, np.int64)
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
-    # per queue, its bank's cached candidates (_best_cached): count, commands, requests, lower bounds of
-    # their issue cycles, and whether they are stale
+    # per queue, its bank's cached candidates (_best_cached); one array, as it is passed on every call
+    qc = np.zeros((N_Q, nq), np.int64)
+    qc[Q_STALE] = 1
     qmask = np.zeros(n_ch * 4 * ((nb + 63) // 64), np.uint64)
-    cache = (np.zeros(nq, np.int64), np.zeros((nq, 3), np.int64), np.zeros((nq, 3), np.int64),
-             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_), np.zeros(nq, np.int64), np.zeros(nq, np.int64),
-             qmask)
-    stale = cache[4]
+    cache = (qc, qmask)
     head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
         # 1. offer eligible requests in trace order
@@ -296,7 +297,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 where[head] = 4
             else:
                 _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, head)
-                _touch(stale, nb, c, bank[head], bank[head] + 1)
+                _touch(qc, nb, c, bank[head], bank[head] + 1)
             cs[c, D_VALID] = 0
             head += 1
         if head >= n:
@@ -363,11 +364,11 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     n_rec += 1
                 if req < 0:
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
-                    _touch(stale, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
+                    _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
                     _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
                                     is_write, qhead, qtail, qlen, qmask, nxt, prv, where)
-                    _touch(stale, nb, c, k, k + 1)
+                    _touch(qc, nb, c, k, k + 1)
             if per_bank:
                 r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
@@ -381,7 +382,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     cs[c, MOVED] += 1
                     in_bank[c, bank[r]] += 1
                     _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r)
-                    _touch(stale, nb, c, bank[r], bank[r] + 1)
+                    _touch(qc, nb, c, bank[r], bank[r] + 1)
                     cs[c, D_VALID] = 0
         now = t_next + 1
     return 0, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
@@ -666,14 +667,14 @@ def _bank_cands(P, c, b, first, single, orow, qhead, qlen, nxt, hits, accepted, 
 def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
-    `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
-    issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
+    `cache` holds per queue (a column of the Q_* rows) the candidates' count, commands, requests, a lower
+    bound of each one's issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
     and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
     the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
     cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
     so far. The result does not depend on the order queues are visited in: every key (cycle, class,
     age) is distinct."""
-    cc_n, cc_cmd, cc_req, cc_lb, stale, q_lb, q_ord, qmask = cache
+    qc, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
@@ -693,48 +694,48 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                 continue
             # ties: the oldest request, or (round_robin) the first bank after the last served
             ahead = (b - last - 1 + nb) % nb * rr if rr else 0
-            if stale[q]:
+            if qc[Q_STALE, q]:
                 n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
                                 is_write, cand_cmd, cand_req)
                 oldest = NEVER64
                 for i in range(n):
-                    cc_cmd[q, i], cc_req[q, i], cc_lb[q, i] = cand_cmd[i], cand_req[i], 0
+                    qc[Q_CMD + i, q], qc[Q_REQ + i, q], qc[Q_LB + i, q] = cand_cmd[i], cand_req[i], 0
                     oldest = min(oldest, order[cand_req[i]])
-                cc_n[q] = n
-                q_ord[q] = oldest
-                stale[q] = False
+                qc[Q_N, q] = n
+                qc[Q_ORD, q] = oldest
+                qc[Q_STALE, q] = 0
             elif found:                         # the least of its bounds and ages cannot win: no candidate can
-                t = max(now, q_lb[q])
-                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + q_ord[q] > bord):
+                t = max(now, qc[Q_LEAST, q])
+                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + qc[Q_ORD, q] > bord):
                     continue
             least = NEVER64
-            for i in range(cc_n[q]):
-                cmd = cc_cmd[q, i]
+            for i in range(qc[Q_N, q]):
+                cmd = qc[Q_CMD + i, q]
                 if no_act and cmd == act:       # no ACT before the previous one's second cycle
-                    least = min(least, cc_lb[q, i])
+                    least = min(least, qc[Q_LB + i, q])
                     continue
-                req = cc_req[q, i]
-                t = max(now, cc_lb[q, i])
+                req = qc[Q_REQ + i, q]
+                t = max(now, qc[Q_LB + i, q])
                 o = ahead + order[req]
                 if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
-                    least = min(least, cc_lb[q, i])
+                    least = min(least, qc[Q_LB + i, q])
                     continue                    # its bound cannot win
                 t = _earliest(C, next_at, base, cmd, b, max(t, eligible[req]))
-                cc_lb[q, i] = t
+                qc[Q_LB + i, q] = t
                 least = min(least, t)
                 if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                     found = True
                     bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
-            q_lb[q] = least
+            qc[Q_LEAST, q] = least
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
 @njit(cache=True, _nrt=False)
-def _touch(stale, nb, c, b0, b1):
+def _touch(qc, nb, c, b0, b1):
     """Banks b0 .. b1 - 1 changed (a queue, the open row, the hit count): their cached candidates are stale."""
     for kind in range(4):
         for b in range(b0, b1):
-            stale[(c * 4 + kind) * nb + b] = True
+            qc[Q_STALE, (c * 4 + kind) * nb + b] = 1
 
 
 @njit(cache=True, _nrt=False)
