@@ -668,8 +668,8 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
     `cache` holds per queue (a column of the Q_* rows) the candidates' count, commands, requests, a lower
-    bound of each one's issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
-    and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
+    bound of each one's issue cycle, a stale flag, the least of the bounds and the oldest candidate's age,
+    and per channel and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
     the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
     cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
     so far. The result does not depend on the order queues are visited in: every key (cycle, class,

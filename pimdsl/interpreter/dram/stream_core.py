@@ -79,7 +79,8 @@ def _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, o
         G[G_NLOG] += 1
         for j in range(n):
             at = _earliest(checks(T), next_at, base, reopen[j, 0], reopen[j, 1], at)
-            _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, wbase, issued, s, reopen[j, 0], reopen[j, 1], at)
+            _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, wbase, issued, s, reopen[j, 0],
+                         reopen[j, 1], at)
         last[s] = at
         due[s, u] += tREFI
         cycle = _earliest(checks(T), next_at, base, cmd, k, at)
