@@ -52,6 +52,11 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
  P_RR, N_P) = range(29)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
+# rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
+# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion and
+# queue kind; a bank's open row, hits since its ACT and whether a refresh holds it
+R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, N_R = range(8)
+BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
 # rows of the scheduler's cache (_best_cached), a column per queue: its bank's candidates' count, commands,
 # requests and lower bounds of their issue cycles, whether they are stale, the least bound, the oldest age
 Q_N, Q_CMD, Q_REQ, Q_LB, Q_STALE, Q_LEAST, Q_ORD, N_Q = 0, 1, 4, 7, 10, 11, 12, 13
@@ -228,14 +233,13 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     C, U = checks(T), updates(T)
     n_units = P[P_NU]
     # units: cmd, level, k, first due, interval, bank0, bank1, prea usable
-    accepted = np.zeros(n, np.int64)
-    done = np.full(n, -1, np.int64)
-    eligible = np.zeros(n, np.int64)
+    R = np.full((N_R, n), -1, np.int64)
+    nxt, prv, eligible, order, accepted, done, where = (R[R_NXT], R[R_PRV], R[R_ELIG], R[R_ORD], R[R_ACC], R[R_DONE],
+                                                        R[R_WHERE])
+    eligible[:] = 0
+    order[:] = np.arange(n)
+    accepted[:] = 0
     first_cmd = np.zeros(n, np.int8)
-    order = np.arange(n).astype(np.int64)
-    where = np.full(n, -1, np.int64)          # queue kind the request is in
-    nxt = np.full(n, -1, np.int64)
-    prv = np.full(n, -1, np.int64)
     nq = n_ch * 4 * nb
     qhead = np.full(nq, -1, np.int64)
     qtail = np.full(nq, -1, np.int64)
@@ -243,9 +247,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     shead = np.full(n_ch * 2, -1, np.int64)
     stail = np.full(n_ch * 2, -1, np.int64)
     slen = np.zeros(n_ch * 2, np.int64)
-    open_row = np.full((n_ch, nb), -1, np.int64)
-    hits = np.zeros((n_ch, nb), np.int64)
-    blocked = np.zeros((n_ch, nb), np.bool_)
+    BS = np.zeros((N_BS, n_ch, nb), np.int64)
+    open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
+    open_row[:] = -1
     in_bank = np.zeros((n_ch, nb), np.int64)
     due = np.zeros((n_ch, max(n_units, 1)), np.int64)
     pending = np.zeros((n_ch, max(n_units, 1)), np.bool_)
@@ -313,8 +317,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                        slen, eligible, order, accepted, row, is_write, bank, cands, cache)
+                _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                        bank, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -334,8 +338,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(C, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                            slen, eligible, order, accepted, row, is_write, bank, cands, cache)
+                    _decide(C, P, F, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                            bank, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -366,8 +370,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
                     _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
-                    _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
-                                    is_write, qhead, qtail, qlen, qmask, nxt, prv, where)
+                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, row, is_write, qhead, qtail,
+                                    qlen, qmask)
                     _touch(qc, nb, c, k, k + 1)
             if per_bank:
                 r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
@@ -467,11 +471,13 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-            eligible, order, accepted, row, is_write, bank, cands, cache):
+def _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
+            cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
+    open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
+    nxt, eligible, order, accepted = R[R_NXT], R[R_ELIG], R[R_ORD], R[R_ACC]
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
@@ -760,8 +766,10 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 
 @njit(cache=True, _nrt=False)
-def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
-                    qhead, qtail, qlen, qmask, nxt, prv, where):
+def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, row, is_write,
+                    qhead, qtail, qlen, qmask):
+    open_row, hits = BS[BS_OPEN], BS[BS_HITS]
+    nxt, prv, done, where = R[R_NXT], R[R_PRV], R[R_DONE], R[R_WHERE]
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
