@@ -26,6 +26,8 @@ looks at one request, scans (`_best_oldest`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...aot import bind
@@ -49,7 +51,7 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
  P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, P_BATCH, P_IDLE,
- P_RR, N_P) = range(29)
+ P_RR, P_LOW, P_HIGH, N_P) = range(31)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 # rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
@@ -218,7 +220,7 @@ def _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
 # ---- the replay -------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, record_cap, E, rows):
+def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record_cap, E, rows):
     """Replay; returns (status, accepted, done, first_cmd, issued, last_done, records, n_records).
     status 0: done; 1: the engine stalled; 2: the record buffer is full (retry with more room).
     `E` is each command's effect on open rows (energy.effects); `rows[ch, rank]` receives the open
@@ -308,7 +310,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             idle = True
             for c in range(n_ch):
                 if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c]
-                        or slen[2 * c + 1] and not _stranded(P, F, cs, slen, c)):
+                        or slen[2 * c + 1] and not _stranded(P, cs, slen, c)):
                     idle = False
                     break
             if idle:
@@ -317,10 +319,10 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
                         bank, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
-            if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
+            if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
             times[c] = t
             if t < t_next:
@@ -338,7 +340,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(C, P, F, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
                             bank, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
@@ -374,7 +376,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                                     qlen, qmask)
                     _touch(qc, nb, c, k, k + 1)
             if per_bank:
-                r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
+                r = _movable(P, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
                     if P[P_BATCH] and is_write[r]:
                         if not cs[c, DRAINING]:
@@ -428,23 +430,23 @@ def _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, 
 
 
 @njit(cache=True, _nrt=False)
-def _drain_starts(P, F, cs, slen, c):
+def _drain_starts(P, cs, slen, c):
     w = slen[2 * c + 1]
-    return not cs[c, DRAINING] and (w >= F[1] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
+    return not cs[c, DRAINING] and (w >= P[P_HIGH] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
 
 
 @njit(cache=True, _nrt=False)
-def _stranded(P, F, cs, slen, c):
+def _stranded(P, cs, slen, c):
     """batch: only staged writes are left, too few to start a drain (they never issue)."""
     return (P[P_BATCH] and not (cs[c, N_READS] or cs[c, N_WRITES] or slen[2 * c] or cs[c, DRAINING])
-            and not _drain_starts(P, F, cs, slen, c))
+            and not _drain_starts(P, cs, slen, c))
 
 
 @njit(cache=True, _nrt=False)
-def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
+def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
     """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
     if P[P_BATCH]:
-        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, F, cs, slen, c) else shead[2 * c]
+        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, cs, slen, c) else shead[2 * c]
     elif cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
         r = shead[2 * c + 1]
     else:
@@ -471,7 +473,7 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
+def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
             cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
@@ -490,7 +492,7 @@ def _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, 
         found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
         bt = _earliest(C, next_at, base, bcmd, bk, now)
     else:
-        found, bt, bcmd, bk, breq = _best(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
+        found, bt, bcmd, bk, breq = _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending,
                                           qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
                                           cands, cache)
         if act2 >= 0 and (not found or bt > now):      # an idle command cycle
@@ -516,7 +518,7 @@ def _decide(C, P, F, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, 
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
+def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
           eligible, order, accepted, row, is_write, bank, cands, cache):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
     n_units = P[P_NU]
@@ -542,7 +544,7 @@ def _best(C, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     else:
         n_writes = cs[c, N_WRITES]
         n_reads = cs[c, N_READS]
-    low, high = F[0], F[1]
+    low, high = P[P_LOW], P[P_HIGH]
     if cs[c, WRITE_MODE]:
         if n_writes <= low and n_reads:
             cs[c, WRITE_MODE] = 0
@@ -876,8 +878,10 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_WL], P[P_POST] = probe.write_latency, probe.postamble
     P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
     P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
-    # the drain thresholds exactly as the reference computes them
-    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth], np.float64)
+    # the drain thresholds as the reference computes them; it compares a count with them, and for a whole
+    # count n <= x is n <= floor(x), n >= x is n >= ceil(x)
+    P[P_LOW] = math.floor(cfg.write_drain_low * cfg.write_queue_depth)
+    P[P_HIGH] = math.ceil(cfg.write_drain_high * cfg.write_queue_depth)
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
@@ -892,7 +896,7 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     while True:
         rows = np.zeros((n_ch, tables.count[RANK], 3), np.int64)
         status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
-            T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
+            T, P, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
         if status != 2:
             break
         cap *= 2
