@@ -11,7 +11,10 @@ check lists, both taken from `ChannelTables` and flattened here into CSR arrays.
 Queues are doubly linked lists threaded through the requests (a request is in
 at most one queue at a time): per bank its read, write, active and command
 queue, per channel its staged reads and writes. Scalars of a channel live in
-one row of `cs`.
+one row of `cs`; what the loop keeps per request, per bank and per queue are rows
+of one array each (`R`, `BS`, the scheduler's cache), because a call copies every
+field of every array argument onto the stack, and with one array per quantity the
+copying cost more than the work of the calls made for each command.
 
 The scheduler's choice is kept incrementally rather than rescanned (`_best_cached`):
 each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
