@@ -24,10 +24,11 @@ fresh process on a warm and on a cold numba cache.
 
 With --side-by-side: whole processes, pimdsl beside the reference simulators built locally (never
 part of this repository), on the traces of validation/reference/dram/gen_traces.py at each of
---sizes requests: `pimc dram` (start-up, spec, trace reading and replay; its cache warm, as on any
-later run), DRAMsim3's stock runner (`--dramsim3 PATH`: `dramsim3main.out`, run on the reference
-configuration, [REFDATA] dram README Sec. 3, with the changes configs.json records, for the cycles
-pimc reports: the stock runner stops at a fixed cycle, see Sec. 2.1) and a Ramulator 2 runner
+--sizes requests: `pimc dram` (start-up, spec, trace reading and replay; its caches warm, as on any
+later run, Python's byte code written), DRAMsim3's stock runner (`--dramsim3 PATH`:
+`dramsim3main.out`, run on the reference configuration, [REFDATA] dram README Sec. 3, with the changes
+configs.json records, for the cycles pimc reports: the stock runner stops at a fixed cycle, see
+Sec. 2.1) and a Ramulator 2 runner
 (`--ramulator2 PATH`, called `PATH MEMORY TRACE.ldst`: Ramulator 2.1 ships no trace runner, so this
 is the harness that drives its library, as Sec. 2 describes). Each round runs every simulator once,
 interleaved, so that a busy machine slows all alike; the table gives median wall seconds of --runs
@@ -231,7 +232,9 @@ def side_by_side(args) -> int:
             trace = _generated(ref, work, config, pattern, n, "dramsim3")
             commands = {"pimdsl": [sys.executable, "-m", "pimdsl.cli.main", "dram", str(ROOT / "specs/reference/dram.pim"),
                                    "--memory", config, "--trace", str(trace), "--trace-format", "dramsim3", "--json"]}
-            first = _checked(commands["pimdsl"])                 # warms the caches; its cycles bound DRAMsim3's run
+            # warms the caches, Python's byte code included (as an installed package has it; this machine's
+            # environment may say PYTHONDONTWRITEBYTECODE); its cycles bound DRAMsim3's run
+            first = _checked(commands["pimdsl"], {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
             cycles = json.loads(first.stdout)["cycles"]
             if "DRAMsim3" in sims and config in configs["dramsim3"]:
                 ini = _dramsim3_ini(sims["DRAMsim3"].parent / "configs", configs["dramsim3"][config], work)
@@ -271,8 +274,8 @@ def _write_side_by_side(json_path: Path, out: dict) -> None:
         f.write(side_by_side_table(out))
 
 
-def _checked(cmd: list[str]):
-    run = measure(cmd)
+def _checked(cmd: list[str], env: dict | None = None):
+    run = measure(cmd, env)
     if run.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)}: exit {run.returncode}\n{run.stderr[-2000:]}")
     return run

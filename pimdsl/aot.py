@@ -43,7 +43,7 @@ KERNELS: dict[str, dict[str, str]] = {
     "interpreter/dram/core.py": {
         # status, accepted, done, first command, issued, last done, records, their count
         "replay_core": f"Tuple((int64, {_I}, {_I}, int8[::1], {_I2}, {_I}, {_I2}, int64))"
-                       f"({_T}, {_I}, {_F}, {_I2}, {_I}, {_I}, boolean[::1], {_I}, {_I}, int64, int64, {_I}, {_I3})",
+                       f"({_T}, {_I}, {_I2}, {_I}, {_I}, boolean[::1], {_I}, {_I}, int64, int64, {_I}, {_I3})",
     },
     "interpreter/dram/trace_scan.py": {
         # count, arrival, is_write, channel, bank, row, column
@@ -53,7 +53,7 @@ KERNELS: dict[str, dict[str, str]] = {
     "interpreter/dram/stream_core.py": {
         "issue_run": f"Tuple((int64, int64, int64, int64, {_I2}))({_T}, {_I}, {_I2}, {_I2}, {_I}, {_I}, {_I}, {_I}, "
                      f"{_I}, {_I2}, {_I}, {_I}, {_I2}, {_I3}, {_I3}, {_I}, {_I2}, {_I2}, {_I})",
-        "_earliest": f"int64({_T}, {_I}, int64, int64, int64, int64)",
+        "_earliest": f"int64(UniTuple({_I}, 3), {_I}, int64, int64, int64, int64)",    # (core.checks(T))
     },
     "sparsity/activations.py": {
         "_interp_uniform": f"none(float32[::1], {_F}, {_F}, {_F}, float64, {_F})",

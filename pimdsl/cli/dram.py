@@ -6,6 +6,7 @@ Prints `cycles`, `bandwidth_gbps`, `avg_read_latency_cycles` and `row_hit_rate`
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from ..interpreter.dram import TRACE_FORMATS
@@ -29,6 +30,10 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    # The replay uses one thread; OpenBLAS, started when numpy loads, would start a pool of threads that spin
+    # for a while (about 60 ms of the machine per run, as much as the spec's elaboration). Not for a caller
+    # that set it, nor once numpy is loaded (in-process callers).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..interpreter.dram.memory_system import compiled_core_is_cached, default_engine, replay
     from ..interpreter.dram.tables import EngineError
     from ..interpreter.dram.traces import TraceError, read_trace

@@ -11,7 +11,10 @@ check lists, both taken from `ChannelTables` and flattened here into CSR arrays.
 Queues are doubly linked lists threaded through the requests (a request is in
 at most one queue at a time): per bank its read, write, active and command
 queue, per channel its staged reads and writes. Scalars of a channel live in
-one row of `cs`.
+one row of `cs`; what the loop keeps per request, per bank and per queue are rows
+of one array each (`R`, `BS`, the scheduler's cache), because a call copies every
+field of every array argument onto the stack, and with one array per quantity the
+copying cost more than the work of the calls made for each command.
 
 The scheduler's choice is kept incrementally rather than rescanned (`_best_cached`):
 each bank queue's candidate commands (its ACT, first hits, PRE) are cached and
@@ -20,11 +23,13 @@ a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
 a lower bound, since next_at only rises, and is recomputed only when the bound
 could beat the best candidate so far. A bitmask per channel and queue kind names the non-empty bank
 queues, so a decision visits only those, and skips one whose least bound and oldest candidate cannot
-beat the best so far (`q_lb`, `q_ord`). The loop jumps from event to event (a
+beat the best so far (`Q_LEAST`, `Q_ORD`). The loop jumps from event to event (a
 command, a refresh falling due, an arrival), as the reference does; fcfs, which
 looks at one request, scans (`_best_oldest`).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -49,9 +54,17 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
  P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, P_BATCH, P_IDLE,
- P_RR, N_P) = range(29)
+ P_RR, P_LOW, P_HIGH, N_P) = range(31)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
+# rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
+# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion and
+# queue kind; a bank's open row, hits since its ACT and whether a refresh holds it
+R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, N_R = range(8)
+BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
+# rows of the scheduler's cache (_best_cached), a column per queue: its bank's candidates' count, commands,
+# requests and lower bounds of their issue cycles, whether they are stale, the least bound, the oldest age
+Q_N, Q_CMD, Q_REQ, Q_LB, Q_STALE, Q_LEAST, Q_ORD, N_Q = 0, 1, 4, 7, 10, 11, 12, 13
 
 
 def build_tables(tables: ChannelTables):
@@ -91,8 +104,20 @@ def build_tables(tables: ChannelTables):
 # ---- timing state ---------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always", _nrt=False)
-def _earliest(T, next_at, base, cmd, k, t):
-    slot_base, chk_ptr, chk_idx = T[0], T[1], T[2]
+def checks(T):
+    """The tables `_earliest` reads (its `C`)."""
+    return T[0], T[1], T[2]
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def updates(T):
+    """The tables `_state_issue` reads (its `U`)."""
+    return T[0], T[3], T[4], T[5], T[6], T[7], T[8], T[9], T[10], T[11]
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _earliest(C, next_at, base, cmd, k, t):
+    slot_base, chk_ptr, chk_idx = C
     s = slot_base[cmd] + k
     first, end = chk_ptr[s], chk_ptr[s + 1]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
@@ -109,9 +134,8 @@ def _earliest(T, next_at, base, cmd, k, t):
 
 
 @njit(cache=True, _nrt=False)
-def _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
-    slot_base, upd_ptr, upd_idx, upd_lat = T[0], T[3], T[4], T[5]
-    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = T[6], T[7], T[8], T[9], T[10], T[11]
+def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
+    slot_base, upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = U
     s = slot_base[cmd] + k
     for i in range(upd_ptr[s], upd_ptr[s + 1]):
         v = t + upd_lat[i]
@@ -199,7 +223,7 @@ def _bank_unlink(P, qhead, qtail, qlen, qmask, nxt, prv, c, kind, b, r):
 # ---- the replay -------------------------------------------------------------------------------------
 
 @njit(cache=True)
-def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, record_cap, E, rows):
+def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record_cap, E, rows):
     """Replay; returns (status, accepted, done, first_cmd, issued, last_done, records, n_records).
     status 0: done; 1: the engine stalled; 2: the record buffer is full (retry with more room).
     `E` is each command's effect on open rows (energy.effects); `rows[ch, rank]` receives the open
@@ -209,16 +233,18 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     ACT, PRE, RD, WR, RDA, WRA, PREA = P[P_ACT], P[P_PRE], P[P_RD], P[P_WR], P[P_RDA], P[P_WRA], P[P_PREA]
     per_bank, fcfs, rowhit, cap = P[P_PER_BANK] != 0, P[P_FCFS] != 0, P[P_ROWHIT] != 0, P[P_CAP]
     level, span = T[12], T[13]
+    # a call copies each array argument onto the stack field by field, which with all fourteen tables costs
+    # more than the callee's work: each callee gets the tables it reads (checks: _earliest; updates: _state_issue)
+    C, U = checks(T), updates(T)
     n_units = P[P_NU]
     # units: cmd, level, k, first due, interval, bank0, bank1, prea usable
-    accepted = np.zeros(n, np.int64)
-    done = np.full(n, -1, np.int64)
-    eligible = np.zeros(n, np.int64)
+    R = np.full((N_R, n), -1, np.int64)
+    nxt, prv, eligible, order, accepted, done, where = (R[R_NXT], R[R_PRV], R[R_ELIG], R[R_ORD], R[R_ACC], R[R_DONE],
+                                                        R[R_WHERE])
+    eligible[:] = 0
+    order[:] = np.arange(n)
+    accepted[:] = 0
     first_cmd = np.zeros(n, np.int8)
-    order = np.arange(n).astype(np.int64)
-    where = np.full(n, -1, np.int64)          # queue kind the request is in
-    nxt = np.full(n, -1, np.int64)
-    prv = np.full(n, -1, np.int64)
     nq = n_ch * 4 * nb
     qhead = np.full(nq, -1, np.int64)
     qtail = np.full(nq, -1, np.int64)
@@ -226,9 +252,9 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
     shead = np.full(n_ch * 2, -1, np.int64)
     stail = np.full(n_ch * 2, -1, np.int64)
     slen = np.zeros(n_ch * 2, np.int64)
-    open_row = np.full((n_ch, nb), -1, np.int64)
-    hits = np.zeros((n_ch, nb), np.int64)
-    blocked = np.zeros((n_ch, nb), np.bool_)
+    BS = np.zeros((N_BS, n_ch, nb), np.int64)
+    open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
+    open_row[:] = -1
     in_bank = np.zeros((n_ch, nb), np.int64)
     due = np.zeros((n_ch, max(n_units, 1)), np.int64)
     pending = np.zeros((n_ch, max(n_units, 1)), np.bool_)
@@ -261,13 +287,11 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         cs[c, NEXT_DUE] = nd
     times = np.zeros(n_ch, np.int64)
     cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
-    # per queue, its bank's cached candidates (_best_cached): count, commands, requests, lower bounds of
-    # their issue cycles, and whether they are stale
+    # per queue, its bank's cached candidates (_best_cached); one array, as it is passed on every call
+    qc = np.zeros((N_Q, nq), np.int64)
+    qc[Q_STALE] = 1
     qmask = np.zeros(n_ch * 4 * ((nb + 63) // 64), np.uint64)
-    cache = (np.zeros(nq, np.int64), np.zeros((nq, 3), np.int64), np.zeros((nq, 3), np.int64),
-             np.zeros((nq, 3), np.int64), np.ones(nq, np.bool_), np.zeros(nq, np.int64), np.zeros(nq, np.int64),
-             qmask)
-    stale = cache[4]
+    cache = (qc, qmask)
     head = now = np.int64(0)          # typed, not literal (see NEVER64)
     while True:
         # 1. offer eligible requests in trace order
@@ -282,14 +306,14 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                 where[head] = 4
             else:
                 _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, head)
-                _touch(stale, nb, c, bank[head], bank[head] + 1)
+                _touch(qc, nb, c, bank[head], bank[head] + 1)
             cs[c, D_VALID] = 0
             head += 1
         if head >= n:
             idle = True
             for c in range(n_ch):
                 if (cs[c, N_READS] or cs[c, N_WRITES] or cs[c, N_ACTIVE] or slen[2 * c]
-                        or slen[2 * c + 1] and not _stranded(P, F, cs, slen, c)):
+                        or slen[2 * c + 1] and not _stranded(P, cs, slen, c)):
                     idle = False
                     break
             if idle:
@@ -298,10 +322,10 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                        slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                        bank, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
-            if per_bank and (t == NEVER or t > now) and _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
+            if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
             times[c] = t
             if t < t_next:
@@ -319,8 +343,8 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(T, P, F, units, cs, c, t, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt,
-                            slen, eligible, order, accepted, row, is_write, bank, level, span, cands, cache)
+                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
+                            bank, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -334,7 +358,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
             elif cs[c, D_VALID] and cs[c, D_T] == t:
                 cmd, k, req = cs[c, D_CMD], cs[c, D_K], cs[c, D_REQ]
                 cs[c, D_VALID] = 0
-                _state_issue(T, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
+                _state_issue(U, next_at, c * n_at, hist, hist_len, hist_head, c * n_w, issued, c, cmd, k, t)
                 if E[cmd]:
                     _track_rows(E[cmd], span[level[cmd]], span[RANK], bank_open, rows, c, k, t)
                 if n_rec >= record_cap:
@@ -349,13 +373,13 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     n_rec += 1
                 if req < 0:
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
-                    _touch(stale, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
+                    _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
-                    _issued_request(P, cs, c, cmd, k, req, t, open_row, hits, first_cmd, done, in_bank, row,
-                                    is_write, qhead, qtail, qlen, qmask, nxt, prv, where)
-                    _touch(stale, nb, c, k, k + 1)
+                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, row, is_write, qhead, qtail,
+                                    qlen, qmask)
+                    _touch(qc, nb, c, k, k + 1)
             if per_bank:
-                r = _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c)
+                r = _movable(P, cs, shead, slen, nxt, in_bank, bank, c)
                 if r >= 0:
                     if P[P_BATCH] and is_write[r]:
                         if not cs[c, DRAINING]:
@@ -367,7 +391,7 @@ def replay_core(T, P, F, units, arrival, channel, is_write, bank, row, n_ch, rec
                     cs[c, MOVED] += 1
                     in_bank[c, bank[r]] += 1
                     _enqueue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, bank, is_write, c, r)
-                    _touch(stale, nb, c, bank[r], bank[r] + 1)
+                    _touch(qc, nb, c, bank[r], bank[r] + 1)
                     cs[c, D_VALID] = 0
         now = t_next + 1
     return 0, accepted, done, first_cmd, issued, cs[:, LAST_DONE].copy(), records, n_rec
@@ -409,23 +433,23 @@ def _dequeue(P, cs, qhead, qtail, qlen, qmask, nxt, prv, where, is_write, c, b, 
 
 
 @njit(cache=True, _nrt=False)
-def _drain_starts(P, F, cs, slen, c):
+def _drain_starts(P, cs, slen, c):
     w = slen[2 * c + 1]
-    return not cs[c, DRAINING] and (w >= F[1] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
+    return not cs[c, DRAINING] and (w >= P[P_HIGH] or w > P[P_IDLE] and not (cs[c, N_READS] or cs[c, N_WRITES]))
 
 
 @njit(cache=True, _nrt=False)
-def _stranded(P, F, cs, slen, c):
+def _stranded(P, cs, slen, c):
     """batch: only staged writes are left, too few to start a drain (they never issue)."""
     return (P[P_BATCH] and not (cs[c, N_READS] or cs[c, N_WRITES] or slen[2 * c] or cs[c, DRAINING])
-            and not _drain_starts(P, F, cs, slen, c))
+            and not _drain_starts(P, cs, slen, c))
 
 
 @njit(cache=True, _nrt=False)
-def _movable(P, F, cs, shead, slen, nxt, in_bank, bank, c):
+def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
     """per_bank: the first staged request (of the drained queue) whose bank queue has room, or -1."""
     if P[P_BATCH]:
-        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, F, cs, slen, c) else shead[2 * c]
+        r = shead[2 * c + 1] if cs[c, DRAINING] or _drain_starts(P, cs, slen, c) else shead[2 * c]
     elif cs[c, WRITE_MODE] and slen[2 * c + 1] or not slen[2 * c]:
         r = shead[2 * c + 1]
     else:
@@ -452,11 +476,13 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, pending, qhead, qlen, nxt, slen,
-            eligible, order, accepted, row, is_write, bank, level, span, cands, cache):
+def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
+            cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
+    open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
+    nxt, eligible, order, accepted = R[R_NXT], R[R_ELIG], R[R_ORD], R[R_ACC]
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
@@ -467,9 +493,9 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
         found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
     elif cs[c, F_CMD] >= 0:                            # the column command after its sync
         found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
-        bt = _earliest(T, next_at, base, bcmd, bk, now)
+        bt = _earliest(C, next_at, base, bcmd, bk, now)
     else:
-        found, bt, bcmd, bk, breq = _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
+        found, bt, bcmd, bk, breq = _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending,
                                           qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
                                           cands, cache)
         if act2 >= 0 and (not found or bt > now):      # an idle command cycle
@@ -495,7 +521,7 @@ def _decide(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, due, p
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
+def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
           eligible, order, accepted, row, is_write, bank, cands, cache):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
     n_units = P[P_NU]
@@ -510,7 +536,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
         if not pending[c, u]:
             continue
         refreshing = True
-        ok, t, cmd, k = _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen)
+        ok, t, cmd, k = _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen)
         if ok and (not found or t < bt):
             found = True
             bt, bcls, bord, bcmd, bk, breq = t, 1, 0, cmd, k, -1
@@ -521,7 +547,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     else:
         n_writes = cs[c, N_WRITES]
         n_reads = cs[c, N_READS]
-    low, high = F[0], F[1]
+    low, high = P[P_LOW], P[P_HIGH]
     if cs[c, WRITE_MODE]:
         if n_writes <= low and n_reads:
             cs[c, WRITE_MODE] = 0
@@ -530,7 +556,7 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
     kinds = (CQ, -1) if per_bank else (AQ, -1 if refreshing else (WQ if cs[c, WRITE_MODE] else RQ))
     if not P[P_FCFS]:
         found, bt, bcls, bord, bcmd, bk, breq = _best_cached(
-            T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq)
         return found, bt, bcmd, bk, breq
     for kind in kinds:
@@ -538,13 +564,13 @@ def _best(T, P, F, units, cs, c, now, next_at, open_row, hits, blocked, pending,
             continue
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_oldest(
-            T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+            C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
             accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
     return found, bt, bcmd, bk, breq
 
 
 @njit(cache=True, _nrt=False)
-def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
+def _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen):
     cmd, k, b0, b1, prea_ok = units[u, 0], units[u, 2], units[u, 5], units[u, 6], units[u, 7]
     nb = P[P_NB]
     any_open = False
@@ -555,17 +581,17 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
             if qlen[(c * 4 + AQ) * nb + b] > 0:
                 any_active = True
     if not any_open:
-        return True, _earliest(T, next_at, base, cmd, k, now), cmd, k
+        return True, _earliest(C, next_at, base, cmd, k, now), cmd, k
     if prea_ok:
         if any_active:
             return False, 0, 0, 0
-        return True, _earliest(T, next_at, base, P[P_PREA], k, now), P[P_PREA], k
+        return True, _earliest(C, next_at, base, P[P_PREA], k, now), P[P_PREA], k
     found = np.bool_(False)
     bt, bb = ZERO64, -ONE64
     for b in range(b0, b1):
         if open_row[c, b] < 0 or qlen[(c * 4 + AQ) * nb + b] > 0:
             continue
-        t = _earliest(T, next_at, base, P[P_PRE], b, now)
+        t = _earliest(C, next_at, base, P[P_PRE], b, now)
         if not found or t < bt:
             found = True
             bt, bb = t, b
@@ -573,7 +599,7 @@ def _refresh_candidate(T, P, units, u, c, now, next_at, base, open_row, qlen):
 
 
 @njit(cache=True, _nrt=False)
-def _best_oldest(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
+def _best_oldest(C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
                  order, accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """fcfs: the candidates of the oldest queued request only."""
     nb = P[P_NB]
@@ -596,7 +622,7 @@ def _best_oldest(T, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blo
     ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
     for i in range(nc):
         req = cand_req[i]
-        t = _earliest(T, next_at, base, cand_cmd[i], b, max(now, eligible[req]))
+        t = _earliest(C, next_at, base, cand_cmd[i], b, max(now, eligible[req]))
         o = ahead + order[req]
         if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
             found = True
@@ -649,17 +675,17 @@ def _bank_cands(P, c, b, first, single, orow, qhead, qlen, nxt, hits, accepted, 
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
+def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
                  accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
-    `cache` holds per queue the candidates' count, commands, requests, a lower bound of each one's
-    issue cycle, a stale flag, the least of the bounds and the oldest candidate's age, and per channel
-    and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
+    `cache` holds per queue (a column of the Q_* rows) the candidates' count, commands, requests, a lower
+    bound of each one's issue cycle, a stale flag, the least of the bounds and the oldest candidate's age,
+    and per channel and kind the bitmask of non-empty queues. A bank's candidates change only when something happens at
     the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
     cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
     so far. The result does not depend on the order queues are visited in: every key (cycle, class,
     age) is distinct."""
-    cc_n, cc_cmd, cc_req, cc_lb, stale, q_lb, q_ord, qmask = cache
+    qc, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
@@ -679,48 +705,48 @@ def _best_cached(T, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                 continue
             # ties: the oldest request, or (round_robin) the first bank after the last served
             ahead = (b - last - 1 + nb) % nb * rr if rr else 0
-            if stale[q]:
+            if qc[Q_STALE, q]:
                 n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
                                 is_write, cand_cmd, cand_req)
                 oldest = NEVER64
                 for i in range(n):
-                    cc_cmd[q, i], cc_req[q, i], cc_lb[q, i] = cand_cmd[i], cand_req[i], 0
+                    qc[Q_CMD + i, q], qc[Q_REQ + i, q], qc[Q_LB + i, q] = cand_cmd[i], cand_req[i], 0
                     oldest = min(oldest, order[cand_req[i]])
-                cc_n[q] = n
-                q_ord[q] = oldest
-                stale[q] = False
+                qc[Q_N, q] = n
+                qc[Q_ORD, q] = oldest
+                qc[Q_STALE, q] = 0
             elif found:                         # the least of its bounds and ages cannot win: no candidate can
-                t = max(now, q_lb[q])
-                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + q_ord[q] > bord):
+                t = max(now, qc[Q_LEAST, q])
+                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + qc[Q_ORD, q] > bord):
                     continue
             least = NEVER64
-            for i in range(cc_n[q]):
-                cmd = cc_cmd[q, i]
+            for i in range(qc[Q_N, q]):
+                cmd = qc[Q_CMD + i, q]
                 if no_act and cmd == act:       # no ACT before the previous one's second cycle
-                    least = min(least, cc_lb[q, i])
+                    least = min(least, qc[Q_LB + i, q])
                     continue
-                req = cc_req[q, i]
-                t = max(now, cc_lb[q, i])
+                req = qc[Q_REQ + i, q]
+                t = max(now, qc[Q_LB + i, q])
                 o = ahead + order[req]
                 if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
-                    least = min(least, cc_lb[q, i])
+                    least = min(least, qc[Q_LB + i, q])
                     continue                    # its bound cannot win
-                t = _earliest(T, next_at, base, cmd, b, max(t, eligible[req]))
-                cc_lb[q, i] = t
+                t = _earliest(C, next_at, base, cmd, b, max(t, eligible[req]))
+                qc[Q_LB + i, q] = t
                 least = min(least, t)
                 if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                     found = True
                     bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
-            q_lb[q] = least
+            qc[Q_LEAST, q] = least
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
 @njit(cache=True, _nrt=False)
-def _touch(stale, nb, c, b0, b1):
+def _touch(qc, nb, c, b0, b1):
     """Banks b0 .. b1 - 1 changed (a queue, the open row, the hit count): their cached candidates are stale."""
     for kind in range(4):
         for b in range(b0, b1):
-            stale[(c * 4 + kind) * nb + b] = True
+            qc[Q_STALE, (c * 4 + kind) * nb + b] = 1
 
 
 @njit(cache=True, _nrt=False)
@@ -745,8 +771,10 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 
 @njit(cache=True, _nrt=False)
-def _issued_request(P, cs, c, cmd, b, req, t, open_row, hits, first_cmd, done, in_bank, row, is_write,
-                    qhead, qtail, qlen, qmask, nxt, prv, where):
+def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, row, is_write,
+                    qhead, qtail, qlen, qmask):
+    open_row, hits = BS[BS_OPEN], BS[BS_HITS]
+    nxt, prv, done, where = R[R_NXT], R[R_PRV], R[R_DONE], R[R_WHERE]
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
@@ -853,8 +881,10 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     P[P_WL], P[P_POST] = probe.write_latency, probe.postamble
     P[P_BATCH], P[P_IDLE] = probe.batch, cfg.write_drain_idle
     P[P_RR] = len(arrival) + 1 if probe.round_robin else 0     # bank distance weighs over any age
-    # the drain thresholds exactly as the reference computes them
-    F = np.array([cfg.write_drain_low * cfg.write_queue_depth, cfg.write_drain_high * cfg.write_queue_depth], np.float64)
+    # the drain thresholds as the reference computes them; it compares a count with them, and for a whole
+    # count n <= x is n <= floor(x), n >= x is n >= ceil(x)
+    P[P_LOW] = math.floor(cfg.write_drain_low * cfg.write_queue_depth)
+    P[P_HIGH] = math.ceil(cfg.write_drain_high * cfg.write_queue_depth)
     prea = tables.roles.prea
     units = np.zeros((max(len(probe.units), 1), 8), np.int64)
     for u, (cmd, level, k, first_due, interval, banks, _) in enumerate(probe.units):
@@ -869,7 +899,7 @@ def run(tables: ChannelTables, arrival, channel, is_write, bank, row, n_ch: int,
     while True:
         rows = np.zeros((n_ch, tables.count[RANK], 3), np.int64)
         status, accepted, done, first_cmd, issued, last_done, records, n_rec = replay_core(
-            T, P, F, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
+            T, P, units, args[0], args[1], w, args[2], args[3], n_ch, cap, E, rows)
         if status != 2:
             break
         cap *= 2

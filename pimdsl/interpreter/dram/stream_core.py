@@ -21,7 +21,7 @@ import numpy as np
 
 from ...aot import bind
 from ...jit_cache import njit
-from .core import _earliest, _state_issue
+from .core import _earliest, _state_issue, checks, updates
 from .tables import BANK
 
 # per-command table columns
@@ -66,10 +66,10 @@ def _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, o
                     n += 1
         if n:
             pk = pb // span_of[Q[Q_PREA_LEVEL]]
-            at = _earliest(T, next_at, base, prea, pk, at)
-            _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, s, prea, pk, at)
-        at = _earliest(T, next_at, base, ref, u, at)
-        _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, s, ref, u, at)
+            at = _earliest(checks(T), next_at, base, prea, pk, at)
+            _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, wbase, issued, s, prea, pk, at)
+        at = _earliest(checks(T), next_at, base, ref, u, at)
+        _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, wbase, issued, s, ref, u, at)
         G[G_REFRESHES] += 1
         if G[G_NLOG] == log.shape[0]:
             grown = np.empty((2 * log.shape[0], 3), np.int64)
@@ -78,11 +78,12 @@ def _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, o
         log[G[G_NLOG], 0], log[G[G_NLOG], 1], log[G[G_NLOG], 2] = s, u, at
         G[G_NLOG] += 1
         for j in range(n):
-            at = _earliest(T, next_at, base, reopen[j, 0], reopen[j, 1], at)
-            _state_issue(T, next_at, base, hist, hist_len, hist_head, wbase, issued, s, reopen[j, 0], reopen[j, 1], at)
+            at = _earliest(checks(T), next_at, base, reopen[j, 0], reopen[j, 1], at)
+            _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, wbase, issued, s, reopen[j, 0],
+                         reopen[j, 1], at)
         last[s] = at
         due[s, u] += tREFI
-        cycle = _earliest(T, next_at, base, cmd, k, at)
+        cycle = _earliest(checks(T), next_at, base, cmd, k, at)
     return cycle, log
 
 
@@ -106,16 +107,16 @@ def issue_run(T, Q, C, places, code, row, estimate, G, next_at, hist, hist_len, 
             rows[s, buf, :] = -1
         if Q[Q_REF] >= 0 and rows[s, 0, 0] == UNUSED:
             rows[s, 0, :] = -1
-        cycle = _earliest(T, next_at, base, cmd, k, last[s])
+        cycle = _earliest(checks(T), next_at, base, cmd, k, last[s])
         twin = C[cmd, C_TWIN]
         if twin >= 0:                    # one row buffer: also wait as the other buffer's command would
             tl = C[twin, C_LEVEL]
             if level < tl:
                 ratio = span_of[level] // span_of[tl]
                 for node in range(k * ratio, (k + 1) * ratio):
-                    cycle = _earliest(T, next_at, base, twin, node, cycle)
+                    cycle = _earliest(checks(T), next_at, base, twin, node, cycle)
             else:
-                cycle = _earliest(T, next_at, base, twin, bank // span_of[tl], cycle)
+                cycle = _earliest(checks(T), next_at, base, twin, bank // span_of[tl], cycle)
         span = estimate[i]
         if span and not C[cmd, C_ANNOUNCES]:
             return STRAY_ESTIMATE, i, 0, 0, log
@@ -149,7 +150,7 @@ def issue_run(T, Q, C, places, code, row, estimate, G, next_at, hist, hist_len, 
         if C[cmd, C_MEM_OPENER]:
             for b in range(b0, b1):
                 opener[s, b, 0], opener[s, b, 1] = cmd, k
-        _state_issue(T, next_at, base, hist, hist_len, hist_head, s * n_w, issued, s, cmd, k, cycle)
+        _state_issue(updates(T), next_at, base, hist, hist_len, hist_head, s * n_w, issued, s, cmd, k, cycle)
         last[s] = cycle
         cycles[i] = cycle
     return OK, code.shape[0], 0, 0, log
