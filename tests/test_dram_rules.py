@@ -334,3 +334,16 @@ def test_the_pair_check_finds_a_command_issued_a_cycle_early():
     assert faw.count * spaced < faw.cycles
     with pytest.raises(AssertionError, match="ACT"):
         assert_keeps_every_rule(tables, acts)
+
+
+@pytest.mark.parametrize("trtp,cycles", [("5 cycles", 5), ("9 cycles", 9), ("4 ns", 4), ("5 cycles", 5)])
+def test_a_latency_of_the_argument_and_a_named_timing_follows_both(trtp, cycles):
+    """The strict NeuPIMs unit's `PIM_GEMV -> PIM_PRECHARGE = 2 cycles * (max(k, 6) + 1) + tRTP`: its
+    table (worked out once per process for each value of tRTP, frontend/elaborate_hardware.py) follows
+    a tRTP set in cycles or in time (1 GHz), and comes back when tRTP does."""
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "neupims.pim"),
+                            ["memory.neupims_hbm.pim=neupims_pim_strict", f"NEUPIMS_HBM2.timing.tRTP={trtp}"])
+    assert spec is not None, diags.render_all()
+    (rule,) = [r for r in spec.memories["neupims_hbm"].pim.rules if r.arg and "PIM_PRECHARGE" in r.following]
+    assert rule.arg == "k" and rule.by_arg[:9] == tuple(2 * (max(k, 6) + 1) + cycles for k in range(9))
+    assert rule.by_arg[512] == 2 * 513 + cycles
