@@ -16,7 +16,7 @@ from pimdsl.interpreter.dram import state as dram_state
 from pimdsl.interpreter.dram.memory_system import replay
 from pimdsl.interpreter.dram.traces import Trace
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 from .test_dram_engine import _address
 from .test_dram_rules import assert_keeps_every_rule
 
@@ -27,9 +27,7 @@ FIELDS = ("row", "bank", "bank_group", "rank", "column", "pseudo_channel", "chan
 
 
 def _part(file, part):
-    spec, diags = load_spec(str(ROOT / "specs" / "dram" / file))
-    assert spec is not None, diags.render_all()
-    return spec.drams[part]
+    return bundled_spec(ROOT / "specs" / "dram" / file).drams[part]
 
 
 def _memory(spec_file, file, part, refresh, structure):
