@@ -21,6 +21,8 @@ from pimdsl.interpreter.dram.memory_system import replay                  # noqa
 from pimdsl.interpreter.dram.traces import Trace, read_trace              # noqa: E402
 from pimdsl.validation import dram_reference as V                   # noqa: E402
 
+from .conftest import bundled_spec                                   # noqa: E402
+
 PER_BANK = ["queue_structure=per_bank", "command_queue_depth=8", "row_hit_cap=4", "write_drain_high=1.0",
             "write_drain_low=0"]
 DRAMSIM3 = PER_BANK + ["write_drain=batch", "bank_arbitration=round_robin", "refresh_precharge=per_bank"]
@@ -146,7 +148,7 @@ def test_compiled_core_equals_the_reference_on_every_shared_trace(dram_traces, c
     """Every trace of the reference dataset (main and extra), its first 1,000 requests under the
     memory's own controller: the same command log from both engines."""
     path = V.ensure_traces(V.reference_dir(), dram_traces, [(config, trace)])[(config, trace)]
-    memory = load_spec(str(specs_dir() / "reference" / "dram.pim"))[0].memories[config]
+    memory = bundled_spec(specs_dir() / "reference" / "dram.pim").memories[config]
     full = read_trace(str(path), memory, "dramsim3")
     n = 1000
     prefix = Trace(full.arrival[:n], full.is_write[:n], full.channel[:n], full.bank[:n], full.row[:n],

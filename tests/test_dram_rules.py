@@ -14,6 +14,7 @@ import dataclasses
 import glob
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
@@ -86,6 +87,49 @@ def oracle_delay(tables, cmd_a, a, cmd_b, b):
         if ca.name in rule.preceding and cb.name in rule.following and _relates(rule, la, a, lb, b):
             delay = max(delay, rule.latency(value))
     return delay
+
+
+def assert_keeps_every_rule(tables, events):
+    """Every pair of one channel's issued commands `events` ((cycle, command id, address), any order) is
+    at least the oracle's delay apart, and every window of `tables` holds.
+
+    The oracle reads two addresses only through the length of the prefix they share (`_relates`
+    compares prefixes), and never asks for more than the longest rule latency or bus occupancy: so it
+    is asked once per (first command, second command, shared prefix) among the pairs closer than
+    that, which are every pair that could break a rule, checked at once over arrays."""
+    if not events:
+        return
+    events = sorted(events, key=lambda e: e[0])
+    t = np.array([e[0] for e in events], dtype=np.int64)
+    cmd = np.array([e[1] for e in events], dtype=np.int64)
+    addr = np.array([e[2] for e in events], dtype=np.int64).reshape(len(events), 4)
+    longest = max([c.bus_cycles for c in tables.commands] + [x for r in tables.rules for x in (r.cycles, *r.by_arg)])
+    # the pairs (i, j), i < j, with t[j] - t[i] <= longest: event i's later neighbours up to `end[i]`
+    end = np.searchsorted(t, t + longest, side="right")
+    count = end - np.arange(len(t)) - 1
+    first = np.repeat(np.arange(len(t)), count)
+    second = first + 1 + np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count)
+    shared = np.cumprod(addr[first] == addr[second], axis=1).sum(axis=1)
+    key = (cmd[first] * (cmd.max() + 1) + cmd[second]) * 5 + shared
+    kinds, inverse = np.unique(key, return_inverse=True)
+    delays = np.array([oracle_delay(tables, *_pair_of_kind(int(k), cmd.max() + 1)) for k in kinds], dtype=np.int64)
+    broken = np.flatnonzero(t[second] - t[first] < delays[inverse.reshape(-1)])
+    assert broken.size == 0, [(tables.commands[tables.base[cmd[i]]].name, int(t[i]), tuple(addr[i]),
+                               tables.commands[tables.base[cmd[j]]].name, int(t[j]), tuple(addr[j]))
+                              for i, j in zip(first[broken[:3]], second[broken[:3]])]
+    for w in tables.windows:
+        units = {}
+        for ti, c, a in events:
+            if tables.commands[tables.base[c]].name in w.commands:
+                units.setdefault(a[:SCOPE_LEVEL[w.scope]], []).append(ti)
+        for times in units.values():
+            assert all(b - a >= w.cycles for a, b in zip(times, times[w.count:])), (w.commands, w.cycles)
+
+
+def _pair_of_kind(key, n):
+    """(first command, an address, second command, an address sharing `shared` leading fields with it)."""
+    pair, shared = divmod(key, 5)
+    return pair // n, (0, 0, 0, 0), pair % n, tuple(1 if j == shared else 0 for j in range(4))
 
 
 def _node(tables, cmd, addr):
@@ -268,3 +312,38 @@ def test_a_rule_latency_undefined_at_some_values_is_an_error_only_where_used(tmp
     spec_file.write_text(spec_file.read_text().replace("100 cycles / k", "-1 cycles * (k + 1)"))
     spec, diags = load_spec(str(spec_file), [])
     assert "div.pim:5:" in diags.render_all() and "negative" in diags.render_all()
+
+
+def test_the_pair_check_finds_a_command_issued_a_cycle_early():
+    """assert_keeps_every_rule, which the replay tests hold their logs to, against hand-made logs:
+    RD after ACT at the same bank, tRCD apart, passes; a cycle sooner, or a fifth ACT of one rank
+    inside tFAW, fails."""
+    part = next(p for label, p, pim in PARTS if label == "DDR4")
+    tables = _tables(part, None)
+    act, rd = tables.index["ACT"], tables.index["RD"]
+    rcd = oracle_delay(tables, act, (0, 0, 0, 0), rd, (0, 0, 0, 0))
+    assert rcd > 1
+    assert_keeps_every_rule(tables, [(T0, act, (0, 0, 0, 0)), (T0 + rcd, rd, (0, 0, 0, 0))])
+    assert_keeps_every_rule(tables, [(T0, act, (0, 0, 0, 0)), (T0 + rcd - 1, rd, (0, 1, 0, 0))])   # another rank
+    with pytest.raises(AssertionError, match="'ACT', 1000"):
+        assert_keeps_every_rule(tables, [(T0 + rcd - 1, rd, (0, 0, 0, 0)), (T0, act, (0, 0, 0, 0))])
+    faw = next(w for w in tables.windows if "ACT" in w.commands)
+    banks = [(0, 0, i % 2, i // 2) for i in range(faw.count + 1)]          # one rank, every ACT at another bank
+    spaced = max(oracle_delay(tables, act, a, act, b) for a in banks for b in banks if a != b)
+    acts = [(T0 + i * spaced, act, bank) for i, bank in enumerate(banks)]
+    assert faw.count * spaced < faw.cycles
+    with pytest.raises(AssertionError, match="ACT"):
+        assert_keeps_every_rule(tables, acts)
+
+
+@pytest.mark.parametrize("trtp,cycles", [("5 cycles", 5), ("9 cycles", 9), ("4 ns", 4), ("5 cycles", 5)])
+def test_a_latency_of_the_argument_and_a_named_timing_follows_both(trtp, cycles):
+    """The strict NeuPIMs unit's `PIM_GEMV -> PIM_PRECHARGE = 2 cycles * (max(k, 6) + 1) + tRTP`: its
+    table (worked out once per process for each value of tRTP, frontend/elaborate_hardware.py) follows
+    a tRTP set in cycles or in time (1 GHz), and comes back when tRTP does."""
+    spec, diags = load_spec(str(ROOT / "specs" / "hardware" / "neupims.pim"),
+                            ["memory.neupims_hbm.pim=neupims_pim_strict", f"NEUPIMS_HBM2.timing.tRTP={trtp}"])
+    assert spec is not None, diags.render_all()
+    (rule,) = [r for r in spec.memories["neupims_hbm"].pim.rules if r.arg and "PIM_PRECHARGE" in r.following]
+    assert rule.arg == "k" and rule.by_arg[:9] == tuple(2 * (max(k, 6) + 1) + cycles for k in range(9))
+    assert rule.by_arg[512] == 2 * 513 + cycles

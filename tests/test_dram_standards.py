@@ -13,13 +13,12 @@ import pytest
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.interpreter.dram import state as dram_state
-from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
 from pimdsl.interpreter.dram.memory_system import replay
 from pimdsl.interpreter.dram.traces import Trace
 
-from .conftest import ROOT
+from .conftest import ROOT, bundled_spec
 from .test_dram_engine import _address
-from .test_dram_rules import oracle_delay
+from .test_dram_rules import assert_keeps_every_rule
 
 STANDARDS = [("ddr4.pim", "DDR4_3200"), ("ddr5.pim", "DDR5_4800"), ("lpddr4.pim", "LPDDR4"),
              ("lpddr5.pim", "LPDDR5_6400"), ("lpddr5x.pim", "LPDDR5X_8533"), ("hbm2.pim", "HBM2_2000"),
@@ -28,9 +27,7 @@ FIELDS = ("row", "bank", "bank_group", "rank", "column", "pseudo_channel", "chan
 
 
 def _part(file, part):
-    spec, diags = load_spec(str(ROOT / "specs" / "dram" / file))
-    assert spec is not None, diags.render_all()
-    return spec.drams[part]
+    return bundled_spec(ROOT / "specs" / "dram" / file).drams[part]
 
 
 def _memory(spec_file, file, part, refresh, structure):
@@ -96,23 +93,8 @@ def test_standard_replays_within_its_rules(spec_file, monkeypatch, file, part, r
     assert columns == len(trace) and result.cycles > 0
     assert any(tables.commands[c].refresh for _, c, _, tables, _ in log), "no refresh was issued"
     tables = log[0][3]
-    horizon = max([r.cycles for r in tables.rules] + [w.cycles for w in tables.windows]) + 8
     by_channel = {}
     for t, c, k, _, chan in log:
         by_channel.setdefault(chan, []).append((t, c, _address(tables, tables.target_level(c), k)))
     for events in by_channel.values():
-        events.sort(key=lambda e: e[0])
-        for i, (ti, ci, ai) in enumerate(events):
-            for tj, cj, aj in events[i + 1:]:
-                if tj - ti > horizon:
-                    break
-                assert tj - ti >= oracle_delay(tables, ci, ai, cj, aj), (
-                    tables.commands[ci].name, ti, ai, tables.commands[cj].name, tj, aj)
-        for w in tables.windows:
-            level = SCOPE_LEVEL[w.scope]
-            units = {}
-            for t, c, a in events:
-                if tables.commands[c].name in w.commands:
-                    units.setdefault(a[:level], []).append(t)
-            for times in units.values():
-                assert all(b - a >= w.cycles for a, b in zip(times, times[w.count:]))
+        assert_keeps_every_rule(tables, events)

@@ -99,16 +99,18 @@ def test_score_program_covers_softmax_and_ends_each_head_set_with_it(memory):
 
 
 @pytest.mark.parametrize("which", ["attn_score", "attn_context"])
-def test_a_layer_on_one_dimm_reads_near_the_rate_the_loop_charges(memory, which):
-    """OPT-13B's 40 heads over 2,048 tokens on one DIMM. The hot_cold_offload loop charges attention
-    its KV bytes at the DIMM's 4 ranks x 25.6 GB/s (its MACs, at 128 GMAC/s, take less); the programs
-    add each row's activation and precharge and refresh (74-76% here; the score program reads only
-    the bursts holding keys, so the third head set of 8 heads costs half a set): within 55-90%."""
+@pytest.mark.parametrize("tokens", [1024, pytest.param(2048, marks=pytest.mark.slow)])
+def test_a_layer_on_one_dimm_reads_near_the_rate_the_loop_charges(memory, which, tokens):
+    """OPT-13B's 40 heads over 1,024 and 2,048 tokens on one DIMM. The hot_cold_offload loop charges
+    attention its KV bytes at the DIMM's 4 ranks x 25.6 GB/s (its MACs, at 128 GMAC/s, take less); the
+    programs add each row's activation and precharge and refresh (74-76% at 2,048 tokens, 70-76% at 1,024;
+    the score program reads only the bursts holding keys, so the third head set of 8 heads costs half a
+    set): within 55-90%. (The context program's rate climbs with the context: 23% at 256 tokens.)"""
     dimm_rate = memory.peak_bandwidth_bytes_per_s * memory.organization.ranks      # as the loop's Setup
     assert dimm_rate == pytest.approx(4 * 25.6e9)
-    sh = shape(2048, 40, 128)
+    sh = shape(tokens, 40, 128)
     t = time_pim(memory, expand(memory, memory.pim.program(which), sh, 0))
-    rate = 2048 * 40 * 128 * 2 / t.seconds
+    rate = tokens * 40 * 128 * 2 / t.seconds
     assert 0.55 * dimm_rate < rate < 0.9 * dimm_rate
 
 

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from functools import lru_cache
 
 import pytest
 
 from pimdsl.frontend.pipeline import load_spec
 from pimdsl.ir.commands import Command, StreamError
-from pimdsl.interpreter.dram.tables import SCOPE_LEVEL
 from pimdsl.interpreter.dram.interleave import contention, sequential_reads, time_interleaved, timer_for
 from pimdsl.loops.iteration_serving.pim_attention import attention_stream, vector_banks
 
 from .conftest import ROOT, issued_commands
 from .test_dram_engine import _address
-from .test_dram_rules import oracle_delay
+from .test_dram_rules import assert_keeps_every_rule
 
 
 @pytest.fixture(scope="module")
@@ -88,21 +86,7 @@ def test_interleaved_commands_keep_every_rule(dual, issued):
     assert names["RD"] == 8 * dual.organization.columns and names["PIM_GEMV"] > 0 and names["PIM_GWRITE"] == 4
     buses = Counter((t, tables.commands[tables.base[c]].bus) for t, c, _ in events)
     assert max(buses.values()) == 1, "two commands on one bus in one cycle"
-    delay = lru_cache(maxsize=None)(lambda a, x, b, y: oracle_delay(tables, a, x, b, y))
-    horizon = max([r.cycles for r in tables.rules] + [w.cycles for w in tables.windows]) + 8
-    for i, (ti, ci, ai) in enumerate(events):
-        for tj, cj, aj in events[i + 1:]:
-            if tj - ti > horizon:
-                break
-            assert tj - ti >= delay(ci, ai, cj, aj), (tables.commands[tables.base[ci]].name, ti, ai,
-                                                       tables.commands[tables.base[cj]].name, tj, aj)
-    for w in tables.windows:
-        units = {}
-        for t, c, a in events:
-            if tables.commands[tables.base[c]].name in w.commands:
-                units.setdefault(a[:SCOPE_LEVEL[w.scope]], []).append(t)
-        for times in units.values():
-            assert all(b - a >= w.cycles for a, b in zip(times, times[w.count:]))
+    assert_keeps_every_rule(tables, events)
 
 
 # ---- section 5.3: "prioritize PIM commands over memory read/write commands" ----------------

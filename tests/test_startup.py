@@ -9,7 +9,7 @@ import sys
 
 from .conftest import ROOT
 
-HEAVY = ("numpy", "lark", "jinja2", "numba", "networkx", "matplotlib", "sklearn", "scipy", "highspy")
+HEAVY = ("numpy", "lark", "jinja2", "numba", "networkx", "matplotlib", "sklearn", "scipy", "highspy", "ml_dtypes")
 IDLE = ROOT / "validation" / "reference" / "dram" / "traces" / "ddr4_3200__idle_random.trace"
 
 
@@ -37,7 +37,12 @@ def test_a_short_replay_loads_neither_numba_nor_the_compiler_s_graph_libraries()
 def test_a_small_run_loads_no_kernel_compiler_nor_plotting_or_learning_library():
     loaded = imported("run", "specs/reference/hbm_pim_gemv.pim", "--json")
     assert "networkx" in loaded                         # the op graph
-    assert not {"numba", "matplotlib", "sklearn", "scipy", "highspy", "jinja2"} & set(loaded)
+    assert not {"numba", "matplotlib", "sklearn", "scipy", "highspy", "jinja2", "ml_dtypes"} & set(loaded)
+
+
+def test_a_check_without_values_loads_no_values_executor():
+    """ml_dtypes (the values executor's bf16) takes half a second to import: only `check --values` needs it."""
+    assert "ml_dtypes" not in imported("check", "specs/reference/hbm_pim_gemv.pim")
 
 
 def test_a_compile_is_announced_once_and_only_when_the_cache_lacks_the_kernel(tmp_path, monkeypatch, capsys):

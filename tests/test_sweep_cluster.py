@@ -9,8 +9,6 @@ from pimdsl.cli.main import main
 
 from .conftest import ROOT
 
-import distributed  # noqa: E402  (the cluster extra is part of the test extra)
-
 GEMV = str(ROOT / "specs" / "reference" / "hbm_pim_gemv.pim")
 GRID = ["--set", "gemv.out=1024", "--grid", "gemv.in=64:320:64",
         "--grid", "AQUABOLT_XL.clock=1200 MHz,1000 MHz,800 MHz,500 MHz"]
@@ -18,6 +16,7 @@ GRID = ["--set", "gemv.out=1024", "--grid", "gemv.in=64:320:64",
 
 @pytest.mark.slow                  # a LocalCluster start and twenty points, about 9 s: CI's slow step
 def test_twenty_points_on_a_local_cluster_equal_the_local_pool(tmp_path, capsys):
+    import distributed           # the cluster extra is part of the test extra (half a second to import: here only)
     local, remote = tmp_path / "local.csv", tmp_path / "remote.csv"
     assert main(["sweep", GEMV, *GRID, "-o", str(local), "-j", "2"]) == 0
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1",

@@ -35,13 +35,16 @@ def run(args) -> int:
     from .. import params, unread
     from ..frontend.loader import display_path
     from ..frontend.pipeline import load_spec
-    from .check_values import check_values, parse_shape     # numpy: only once a check runs
     status = 0
-    try:
-        shapes = tuple(parse_shape(s) for s in args.shape)
-    except ValueError as exc:
-        print(f"pimc check: error: {exc}", file=sys.stderr)
-        return 2
+    shapes = ()
+    if args.values or args.shape:
+        # the values executor and ml_dtypes (half a second to import): only for a values check
+        from .check_values import check_values, parse_shape
+        try:
+            shapes = tuple(parse_shape(s) for s in args.shape)
+        except ValueError as exc:
+            print(f"pimc check: error: {exc}", file=sys.stderr)
+            return 2
     files = spec_files(args.files)
     if not files:
         return 1

@@ -32,8 +32,8 @@ RULE_SCOPES = LEVELS + ("bank_pair",)
 COMMAND_BUSES = ("command", "row", "column")
 # A rule latency that depends on a command argument is tabulated for its values 0 .. ARG_VALUES - 1.
 ARG_VALUES = 513
-# Those tables of latencies written with plain and cycle numbers and the argument alone, by the
-# expression's shape and tCK: the same in every spec that writes them, worked out once per process
+# Those tables of latencies written with plain and cycle numbers, the argument and named values, by the
+# expression's shape, the names' values and tCK: the same in every spec that writes them, worked out once per process
 # (the 513 evaluations were most of elaborating a PIM unit, again for every spec a sweep or test loads).
 _BY_ARG: dict[tuple, tuple[int, ...]] = {}
 # The longest interval of a DRAM timing table: every row is refreshed within the refresh window,
@@ -170,7 +170,10 @@ class HardwareBuilder:
             if n is None and quiet:
                 del self.diags.items[before:]
             return n
-        key = (_arg_only(expr, arg), tck)
+        names: list[Ref] = []
+        key = (_latency_shape(expr, arg, names), tck, self._named_values(names, holder))
+        if key[2] is None:
+            key = (None,)
         out = _BY_ARG.get(key) if key[0] is not None else None
         if out is None:
             out = tuple(-1 if n is None else n for n in (at(v, True) for v in range(ARG_VALUES)))
@@ -180,6 +183,22 @@ class HardwareBuilder:
             at(0, False)
             return ()
         return out
+
+    def _named_values(self, names: list, holder) -> tuple | None:
+        """The values of the names a latency reads besides its argument (read here, as the tabulation
+        would read them), when each is a number or a time (cycles follow from tCK): with them the
+        expression's shape fixes its cycles. None if one is anything else (a cycle count of a named
+        clock, an error)."""
+        values = []
+        for ref in names:
+            try:
+                value = self.ev.eval(ref, holder)
+            except SpecError:
+                return None
+            if not isinstance(value, Quantity) or value.clock is not None:
+                return None
+            values.append((ref.parts, value))
+        return tuple(values)
 
     def _latency(self, expr, holder, tck):
         try:
@@ -706,20 +725,24 @@ class HardwareBuilder:
         return out
 
 
-def _arg_only(expr, arg: str):
-    """The shape of a latency of plain numbers, cycle counts without a named clock and `arg` alone
-    (operators and functions over them), or None if it names anything else: no time arises in it, so
-    its cycles depend on the argument and tCK (the longest-interval check) only."""
+def _latency_shape(expr, arg: str, names: list):
+    """The shape of a latency of plain numbers, cycle counts without a named clock, `arg` and other
+    names (appended to `names`; operators and functions over them), or None if it holds anything
+    else: given the names' values no time arises in it but theirs, so its cycles depend on the
+    argument, their values and tCK (the longest-interval check) only."""
     if isinstance(expr, Num):
         plain = expr.unit is None or expr.unit in U.CYCLE_UNITS
         return ("num", expr.text, expr.unit) if plain else None
     if isinstance(expr, Ref):
-        return ("arg",) if expr.parts == (arg,) else None
+        if expr.parts == (arg,):
+            return ("arg",)
+        names.append(expr)
+        return ("name", expr.parts)
     if isinstance(expr, Neg):
-        inner = _arg_only(expr.operand, arg)
+        inner = _latency_shape(expr.operand, arg, names)
         return None if inner is None else ("neg", inner)
     if isinstance(expr, (BinOp, Call)):
         operands = (expr.left, expr.right) if isinstance(expr, BinOp) else expr.args
-        shapes = tuple(_arg_only(e, arg) for e in operands)
+        shapes = tuple(_latency_shape(e, arg, names) for e in operands)
         return None if None in shapes else (expr.op if isinstance(expr, BinOp) else expr.name, shapes)
     return None

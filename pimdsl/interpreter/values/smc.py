@@ -21,12 +21,16 @@ pass (passes/smc.py) and the host timing models own those.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...ir.hardware import Memory
 from ...lowering.mode_protocol_gemv import GemvLayout
 from ...ir.addresses import row_stride
-from .banks import Banks
+
+if TYPE_CHECKING:     # the smc pass of every compile loads this module; banks loads ml_dtypes (0.5 s)
+    from .banks import Banks
 
 CHUNK_ELEMENTS = 1 << 16           # elements per step: the index arrays stay in cache (4x faster than 2M)
 
