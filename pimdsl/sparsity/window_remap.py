@@ -96,6 +96,65 @@ def _pair_moves(device, activity, z, order):
     return moves[:n_moves]
 
 
+def remap_window(on_gpu: np.ndarray, home: np.ndarray, activity: np.ndarray, offsets: np.ndarray, dimms: int,
+                 moving: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A window's end over every block (block k spans offsets[k]:offsets[k + 1] of the flat arrays): per
+    block, the imbalance of its cold neurons' loads before and, when `moving`, after Algorithm 1 moved
+    them (`home` changed in place; NaN: the block had no load), and the neurons it moved and the most
+    any one pair moved (0, 0: none); the window's firings (`activity`) are zeroed. Per block, the same
+    as `cold = np.where(on_gpu, -1, home)`, `imbalance(loads(cold, ...))`, `remap_in_place(cold, ...)`
+    and `np.copyto(home, cold, where=cold >= 0)`, in one compiled call."""
+    blocks = len(offsets) - 1
+    before, after = np.full(blocks, np.nan), np.full(blocks, np.nan)
+    moved = np.zeros((blocks, 2), np.int64)
+    _remap_window(on_gpu, home, activity, offsets, dimms, moving, before, after, moved)
+    return before, after, moved
+
+
+@njit(cache=True)
+def _remap_window(on_gpu, home, activity, offsets, dimms, moving, before, after, moved):
+    cold = np.empty(np.max(offsets[1:] - offsets[:-1]), home.dtype)
+    for k in range(len(offsets) - 1):
+        lo, hi = offsets[k], offsets[k + 1]
+        n = hi - lo
+        devices = dimms                          # as `loads`: at least every device a neuron names
+        for i in range(n):
+            cold[i] = -1 if on_gpu[lo + i] else home[lo + i]
+            devices = max(devices, cold[i] + 1)
+        z = _loads(cold[:n], activity[lo:hi], devices)
+        if z.sum() > 0:
+            before[k] = _imbalance(z)
+            if moving:
+                moves = _pair_moves(cold[:n], activity[lo:hi], z, _descending(z))
+                after[k] = _imbalance(z)
+                if len(moves):
+                    moved[k, 0], moved[k, 1] = moves[:, 0].sum(), moves[:, 0].max()
+                    for i in range(n):
+                        if cold[i] >= 0:
+                            home[lo + i] = cold[i]
+        activity[lo:hi] = 0
+
+
+@njit(cache=True)
+def _descending(z):
+    """`np.argsort(-z, kind="stable")`: the devices by load, most loaded first, ties by index (an
+    insertion sort: a few devices)."""
+    order = np.arange(len(z))
+    for i in range(1, len(z)):
+        d, j = order[i], i
+        while j > 0 and z[order[j - 1]] < z[d]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = d
+    return order
+
+
+@njit(cache=True)
+def _imbalance(z):
+    """`imbalance(z)` of loads with a positive sum: whole counts, so any order of the sum is exact."""
+    return z.max() / (z.sum() / len(z))
+
+
 def imbalance(z: np.ndarray) -> float:
     """max / mean load of the DIMMs (1.0: balanced)."""
     mean = np.add.reduce(z) / len(z)                 # z.mean() without its dispatch (the same sum and division)

@@ -23,6 +23,12 @@ from ...sparsity.activations import Generator, _chain_block
 # predicted, fired, predicted and fired; the hot/cold swaps of its online adjustment
 COUNTS = ("on_gpu", "correct", "predicted", "fired", "hit", "swaps")
 SWAPS = COUNTS.index("swaps")
+# what `times` of `token_time` holds: the seconds of the FC blocks (all, the QKV ones, the MLP ones), the
+# GPU's and the slowest cold device's in them, the attention, the projection, the exposed copies, the
+# GPU's busy time; the bytes of hot-neuron copies over PCIe
+TIMES = ("fc", "qkv", "mlp", "fc_gpu", "fc_cold", "attention", "projection", "exposed_copies", "gpu_busy",
+         "pcie_bytes")
+_FC, _QKV, _MLP, _FC_GPU, _FC_COLD, _ATTENTION, _PROJECTION, _EXPOSED, _GPU_BUSY, _PCIE_BYTES = range(len(TIMES))
 
 
 class DecodeToken:
@@ -264,15 +270,57 @@ def _adjust_counted(state, hot_threshold, on_gpu, counted):
 
 
 @njit(cache=True)
-def charge(per_dev, neuron_s, busy):
-    """Each device's time for its `per_dev` neurons of `neuron_s` seconds, added to `busy`; returns the
-    slowest device's (numpy's `t = per_dev * neuron_s; busy += t; t.max()` in one call per block)."""
-    slowest = 0.0
-    for j in range(len(per_dev)):
-        t = per_dev[j] * neuron_s
-        busy[j] += t
-        slowest = max(slowest, t)
-    return slowest
+def token_time(t, counts, per_dev, neuron_gpu, neuron_cold, floor, sync, attention, projection, pcie_rate, nbytes,
+               pending_link, adjusting, times, totals, cold_busy, marks, layer_marks):
+    """The time of a token's blocks from `t` on, from the `counts` and `per_dev` of its `token_pass`
+    ([HERMES_NDP] Eqs. 2-3; neuron_split's docstring says what each time covers); returns the time
+    after the last layer's projection. Per block: its GPU part (`neuron_gpu` per neuron, a kernel's
+    `floor`, 2 syncs) and its slowest device (`neuron_cold` per neuron, each device's time added to
+    `cold_busy`) overlap; after each QKV block, the attention, then the projection, under which the
+    layer's hot-neuron copies (its blocks' swaps, when `adjusting`, at `pcie_rate`) and the layer's
+    `pending_link` remap (zeroed) run, the excess exposed. Adds to `times` (columns TIMES) and
+    `totals` (columns COUNTS). `marks[k]`: block k's start and GPU time; `layer_marks[l]`: layer l's
+    attention start, copy time and remap time (for a timeline). The float operations are the loop's,
+    in its order: a run's numbers do not depend on this being compiled."""
+    for layer in range(len(counts) // 2):
+        for which in range(2):
+            k = 2 * layer + which
+            n_gpu = counts[k, 0]
+            t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
+            cold_max = 0.0
+            for j in range(per_dev.shape[1]):
+                t_dev = per_dev[k, j] * neuron_cold[k]
+                cold_busy[j] += t_dev
+                cold_max = max(cold_max, t_dev)
+            block = max(t_gpu, cold_max)
+            marks[k, 0], marks[k, 1] = t, t_gpu
+            t += block
+            times[_FC] += block
+            times[_MLP if which else _QKV] += block
+            times[_FC_GPU] += t_gpu
+            times[_FC_COLD] += cold_max
+            times[_GPU_BUSY] += t_gpu
+            for col in range(counts.shape[1]):
+                totals[col] += counts[k, col]
+            if which == 0:                               # attention, then the projection
+                layer_marks[layer, 0] = t
+                t += attention
+                times[_ATTENTION] += attention
+                copies = 0.0
+                if adjusting:                            # both blocks of the layer, under the projection
+                    copies += counts[k, SWAPS] * nbytes[k]
+                    copies += counts[k + 1, SWAPS] * nbytes[k + 1]
+                copy_t = copies / pcie_rate
+                link_t = pending_link[layer]
+                pending_link[layer] = 0.0
+                exposed = max(0.0, max(copy_t, link_t) - projection)
+                layer_marks[layer, 1], layer_marks[layer, 2] = copy_t, link_t
+                t += projection + exposed
+                times[_PROJECTION] += projection
+                times[_GPU_BUSY] += projection
+                times[_EXPOSED] += exposed
+                times[_PCIE_BYTES] += copies
+    return t
 
 
 bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)
