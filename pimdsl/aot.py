@@ -66,7 +66,9 @@ KERNELS: dict[str, dict[str, str]] = {
     },
     "sparsity/window_remap.py": {
         "_loads": f"{_F}(int16[::1], uint8[::1], int64)",
-        "_pair_moves": f"{_I2}(int16[::1], uint8[::1], {_F}, {_I})",
+        "_histogram": f"{_I2}(boolean[::1], int16[::1], uint8[::1], int64)",
+        "_histogram_loads": f"{_F}({_I2})",
+        "_pair_moves": f"{_I2}(boolean[::1], int16[::1], uint8[::1], {_I2}, {_F})",
         "_remap_window": f"none(boolean[::1], int16[::1], uint8[::1], {_I}, int64, boolean, {_F}, {_F}, {_I2})",
     },
     "loops/hot_cold_offload/decode_token.py": {

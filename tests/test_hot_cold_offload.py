@@ -16,7 +16,7 @@ from pimdsl.cli.main import main
 from pimdsl.loops.hot_cold_offload import decode_token, neuron_split as hot_cold_offload
 from pimdsl.sparsity import activations, neuron_placement as npl
 from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
-from pimdsl.sparsity.window_remap import imbalance, loads, remap, remap_in_place, remap_window
+from pimdsl.sparsity.window_remap import imbalance, loads, remap, remap_window
 
 from .conftest import ROOT
 
@@ -447,19 +447,19 @@ def test_remap_window_equals_the_block_statements(seed, dimms, top, moving, byte
     activity = rng.integers(0, top, offsets[-1]).astype(np.uint8 if byte else np.int32)   # the loop's window counts
     activity[rng.random(offsets[-1]) < rng.random()] = 0
     want_home, want = home.copy(), []
-    for k in range(len(sizes)):                       # the loop's statements, block by block
+    for k in range(len(sizes)):                       # each block as the walk of Algorithm 1 moves it
         block = slice(offsets[k], offsets[k + 1])
         cold = np.where(on_gpu[block], -1, want_home[block])
-        z = loads(cold, activity[block], dimms)
+        z = np.bincount(cold[cold >= 0], weights=activity[block][cold >= 0], minlength=dimms)
         before = after = np.nan
         moved = (0, 0)
         if z.sum() > 0:
             before = imbalance(z)
             if moving:
-                moves = remap_in_place(cold, activity[block], dimms, z)
+                z, device, moves = numpy_remap(cold, activity[block], dimms)
                 after = imbalance(z)
                 if moves:
-                    np.copyto(want_home[block], cold, where=cold >= 0)
+                    np.copyto(want_home[block], device, where=device >= 0)
                     moved = (sum(c for c, _, _ in moves), max(c for c, _, _ in moves))
         want.append((before, after, moved))
     before, after, moved = remap_window(on_gpu, home, activity, offsets, dimms, moving)
