@@ -319,6 +319,41 @@ def test_power_law_20_80():
     assert f.mean() == pytest.approx(0.1, rel=1e-3) and top.sum() / f.sum() == pytest.approx(0.8, abs=0.01)
 
 
+def reference_power_law(n, density, hot_fraction, hot_share):
+    """The power law's fit as the nested bisections give the frequencies themselves."""
+    ranks = np.arange(1, n + 1, dtype=float)
+    top = max(1, int(round(hot_fraction * n)))
+
+    def scaled(alpha):
+        lo, hi = 0.0, 1.0 / density * n
+        law = ranks ** -alpha
+        for _ in range(45):
+            c = 0.5 * (lo + hi)
+            lo, hi = (c, hi) if np.minimum(1.0, c * law).mean() < density else (lo, c)
+        return np.minimum(1.0, 0.5 * (lo + hi) * law)
+
+    lo, hi = 0.0, 4.0
+    for _ in range(30):
+        f = scaled(0.5 * (lo + hi))
+        lo, hi = (0.5 * (lo + hi), hi) if f[:top].sum() / f.sum() < hot_share else (lo, 0.5 * (lo + hi))
+    return scaled(0.5 * (lo + hi))
+
+
+@pytest.mark.parametrize("n, density, hot_fraction, hot_share", [(5000, 0.1, 0.2, 0.8), (9216, 1 - 0.9, 0.2, 0.8),
+                                                                 (777, 0.3, 0.1, 0.5)])
+def test_power_law_is_the_fit_s_law_and_kept_on_disk_by_content(tmp_path, monkeypatch, n, density, hot_fraction,
+                                                                 hot_share):
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    activations.power_law.cache_clear()
+    want = reference_power_law(n, density, hot_fraction, hot_share)
+    assert np.array_equal(activations.power_law(n, density, hot_fraction, hot_share), want)      # bit for bit
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    activations.power_law.cache_clear()                     # a new run: read back, not fitted
+    monkeypatch.setattr(activations, "_power_law_fit", lambda *a: pytest.fail("fitted again"))
+    assert np.array_equal(activations.power_law(n, density, hot_fraction, hot_share), want)
+    activations.power_law.cache_clear()
+
+
 def test_token_similarity_and_layer_correlation(trace):
     gen, tokens = trace
     sim = lambda d: np.mean([activations.similarity(tokens[i][1], tokens[i + d][1]) for i in range(30 - d)])
