@@ -89,13 +89,14 @@ def _histogram(on_gpu, home, activity, dimms):
     top = 0
     for i in range(len(activity)):
         top = max(top, activity[i])
-    counted = np.zeros((dimms, top + 1), np.int64)
+    # every neuron counted without a branch: the GPU's in an extra row, those that did not fire in column 0
+    counted = np.zeros((dimms + 1, top + 1), np.int64)
     for i in range(len(activity)):
-        if activity[i] > 0 and not on_gpu[i]:
-            if home[i] >= dimms:
-                raise ValueError("a neuron's home is not one of the DIMMs")
-            counted[home[i], activity[i]] += 1
-    return counted
+        if home[i] >= dimms and not on_gpu[i]:
+            raise ValueError("a neuron's home is not one of the DIMMs")
+        counted[dimms if on_gpu[i] else home[i], activity[i]] += 1
+    counted[:, 0] = 0
+    return counted[:dimms].copy()
 
 
 @njit(cache=True)
