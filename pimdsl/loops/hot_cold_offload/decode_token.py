@@ -124,7 +124,8 @@ def tally(guess, actual, on_gpu, home, activity, per_dev):
     """One block's token: adds its predicted cold neurons to `per_dev` by their device (`home`) and its
     firings to `activity` (when given: not empty); returns its predicted neurons on the GPU and the
     predictor's counts (correct, predicted, fired, predicted and fired). Eight neurons a word: bools are
-    0/1 bytes, and the top byte of a word times 0x0101010101010101 is the sum of its bytes."""
+    0/1 bytes, and the top byte of a word times 0x0101010101010101 is the sum of its bytes (of a word
+    with only the bytes below a neuron's set, how many of them are)."""
     n = len(guess)
     words = n // 8
     g64, a64 = guess[:8 * words].view(np.uint64), actual[:8 * words].view(np.uint64)
@@ -138,9 +139,11 @@ def tally(guess, actual, on_gpu, home, activity, per_dev):
         hit += ((g & a) * _ONES) >> top
         n_gpu += ((g & o) * _ONES) >> top
         cold = g & ~o
-        if cold:
-            for b in range(8):
-                per_dev[home[8 * w + b]] += np.int64((cold >> np.uint64(8 * b)) & one)
+        while cold:                                  # its set bytes, lowest first
+            low = cold & (np.uint64(0) - cold)
+            below = (((low - one) & _ONES) * _ONES) >> top     # the bytes below it
+            per_dev[home[8 * w + np.int64(below)]] += 1
+            cold ^= low
     counted = np.array([n_gpu, predicted, fired, hit], np.int64)
     g8, a8, o8 = guess.view(np.uint8), actual.view(np.uint8), on_gpu.view(np.uint8)
     for i in range(8 * words, n):
