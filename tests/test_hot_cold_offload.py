@@ -520,6 +520,33 @@ def test_compiled_adjust_equals_numpy(seed, hot_threshold, share, n):
     assert np.array_equal(on_gpu, want)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 403), share=st.floats(0.0, 0.5), top=st.sampled_from([16, 200]))
+@example(seed=0, n=4003, share=0.05, top=16)
+def test_level_by_level_moves_equal_numpy(seed, n, share, top):
+    # the compiled adjustment's case (swaps, at least as many hot candidates as GPU neurons): the moves by
+    # levels are numpy's, or (states past 127, levels taken whole that interleave) not made at all
+    rng = np.random.default_rng(seed)
+    state = rng.integers(0, top, n).astype(np.uint8)
+    on_gpu = rng.random(n) < share
+    counted = decode_token._state_histograms(state, on_gpu.view(np.uint8))
+    hot = np.where(np.arange(256) > 10, counted[0], 0)
+    if hot.sum() < counted[1].sum():
+        return
+    want, before = on_gpu.copy(), on_gpu.copy()
+    swaps = decode_token.adjust_numpy(state, 10, want)
+    if swaps <= 0:
+        return
+    join = decode_token._first_of_levels(hot, (256 - np.arange(256)) % 256, swaps)
+    leave = decode_token._first_of_levels(counted[1], np.arange(256), swaps)
+    if decode_token._move_by_levels(state, on_gpu.view(np.uint8), counted, join, leave):
+        assert np.array_equal(on_gpu, want)
+    else:
+        assert np.array_equal(on_gpu, before)
+    if top == 16 and n == 4003:                       # the usual case: made by levels
+        assert np.array_equal(on_gpu, want)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_compiled_adjust_swaps_as_numpy(seed):
     # the usual case (more hot candidates than GPU neurons) is the compiled one, with swaps

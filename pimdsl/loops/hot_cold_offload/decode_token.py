@@ -255,6 +255,8 @@ def _adjust_counted(state, hot_threshold, on_gpu, counted):
         return 0
     cand_take = _first_of_levels(hist[0], cand_levels, swaps)
     victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
+    if _move_by_levels(state, o8, counted, cand_take, victim_take):
+        return swaps
     left = 2 * swaps                                 # the walk stops at the last neuron it moves
     for i in range(len(state)):
         s = state[i]
@@ -270,6 +272,50 @@ def _adjust_counted(state, hot_threshold, on_gpu, counted):
         if left == 0:
             break
     return swaps
+
+
+@njit(cache=True)
+def _move_by_levels(state, o8, counted, join, leave):
+    """The walk's moves (`join[s]` of the neurons of state s off the GPU join it, `leave[s]` of those on
+    it leave, the first ones by index) made level by level: every neuron of a level taken whole moves,
+    eight neurons a word; then a walk for the one level each side takes in part, which stops once it
+    has taken them. That needs the levels taken whole to be the states below v (leaving) and above c
+    (joining) with v <= c, so that no neuron the first pass moves is of the other side's level taken in
+    part (so they are whenever state 0 is not a candidate: a hot threshold >= 0), and states below 128
+    (a byte's top bit free: s + 128 - v has it set when s >= v). Returns False, having changed
+    nothing, when they are not."""
+    if join[0] > 0 or counted[:, 128:].sum() > 0:
+        return False
+    v = 0                                            # leave: the states below v whole, v in part
+    while v < 128 and leave[v] == counted[1, v]:
+        v += 1
+    c = 127                                          # join: the states above c whole, c in part
+    while c > 0 and join[c] == counted[0, c]:
+        c -= 1
+    if c < v:
+        return False
+    n = len(state)
+    words = n // 8
+    s64, o64 = state[:8 * words].view(np.uint64), o8[:8 * words].view(np.uint64)
+    stays, joins, seven = np.uint64(128 - v) * _ONES, np.uint64(127 - c) * _ONES, np.uint64(7)
+    for w in range(words):
+        s, o = s64[w], o64[w]
+        moved = (o & ((s + stays) >> seven)) | ((o ^ _ONES) & ((s + joins) >> seven))
+        if moved != o:
+            o64[w] = moved
+    for i in range(8 * words, n):
+        o8[i] = state[i] >= v if o8[i] else state[i] > c
+    left_v, left_c = leave[v] if v < 128 else 0, join[c]
+    for i in range(n):
+        if left_v == 0 and left_c == 0:
+            break
+        if state[i] == v and o8[i] and left_v > 0:
+            o8[i] = 0
+            left_v -= 1
+        elif state[i] == c and not o8[i] and left_c > 0:
+            o8[i] = 1
+            left_c -= 1
+    return True
 
 
 @njit(cache=True)
