@@ -66,7 +66,10 @@ KERNELS: dict[str, dict[str, str]] = {
     },
     "sparsity/window_remap.py": {
         "_loads": f"{_F}(int16[::1], uint8[::1], int64)",
-        "_pair_moves": f"{_I2}(int16[::1], uint8[::1], {_F}, {_I})",
+        "_histogram": f"{_I2}(boolean[::1], int16[::1], uint8[::1], int64)",
+        "_histogram_loads": f"{_F}({_I2})",
+        "_pair_moves": f"{_I2}(boolean[::1], int16[::1], uint8[::1], {_I2}, {_F})",
+        "_remap_window": f"none(boolean[::1], int16[::1], uint8[::1], {_I}, int64, boolean, {_F}, {_F}, {_I2})",
     },
     "loops/hot_cold_offload/decode_token.py": {
         "token_pass": "int64(int64, boolean, float32[::1], float32[::1], float32, float32, float32, float32, uint16[::1], "
@@ -75,7 +78,8 @@ KERNELS: dict[str, dict[str, str]] = {
                       "boolean[::1])",
         "adjust_compiled": "int64(uint8[::1], float64, boolean[::1])",
         "tally": "UniTuple(int64, 5)(boolean[::1], boolean[::1], boolean[::1], int16[::1], uint8[::1], int64[::1])",
-        "charge": f"float64({_I}, float64, {_F})",
+        "token_time": f"float64(float64, {_I2}, {_I2}, {_F}, {_F}, float64, float64, float64, float64, float64, {_F}, "
+                      f"{_F}, boolean, {_F}, {_I}, {_F}, float64[:, ::1], float64[:, ::1])",
     },
 }
 

@@ -16,7 +16,7 @@ from pimdsl.cli.main import main
 from pimdsl.loops.hot_cold_offload import decode_token, neuron_split as hot_cold_offload
 from pimdsl.sparsity import activations, neuron_placement as npl
 from pimdsl.sparsity.activation_predictor import Predictor, initial_state, state_table_bytes
-from pimdsl.sparsity.window_remap import imbalance, loads, remap
+from pimdsl.sparsity.window_remap import imbalance, loads, remap, remap_window
 
 from .conftest import ROOT
 
@@ -319,6 +319,41 @@ def test_power_law_20_80():
     assert f.mean() == pytest.approx(0.1, rel=1e-3) and top.sum() / f.sum() == pytest.approx(0.8, abs=0.01)
 
 
+def reference_power_law(n, density, hot_fraction, hot_share):
+    """The power law's fit as the nested bisections give the frequencies themselves."""
+    ranks = np.arange(1, n + 1, dtype=float)
+    top = max(1, int(round(hot_fraction * n)))
+
+    def scaled(alpha):
+        lo, hi = 0.0, 1.0 / density * n
+        law = ranks ** -alpha
+        for _ in range(45):
+            c = 0.5 * (lo + hi)
+            lo, hi = (c, hi) if np.minimum(1.0, c * law).mean() < density else (lo, c)
+        return np.minimum(1.0, 0.5 * (lo + hi) * law)
+
+    lo, hi = 0.0, 4.0
+    for _ in range(30):
+        f = scaled(0.5 * (lo + hi))
+        lo, hi = (0.5 * (lo + hi), hi) if f[:top].sum() / f.sum() < hot_share else (lo, 0.5 * (lo + hi))
+    return scaled(0.5 * (lo + hi))
+
+
+@pytest.mark.parametrize("n, density, hot_fraction, hot_share", [(5000, 0.1, 0.2, 0.8), (9216, 1 - 0.9, 0.2, 0.8),
+                                                                 (777, 0.3, 0.1, 0.5)])
+def test_power_law_is_the_fit_s_law_and_kept_on_disk_by_content(tmp_path, monkeypatch, n, density, hot_fraction,
+                                                                 hot_share):
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    activations.power_law.cache_clear()
+    want = reference_power_law(n, density, hot_fraction, hot_share)
+    assert np.array_equal(activations.power_law(n, density, hot_fraction, hot_share), want)      # bit for bit
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    activations.power_law.cache_clear()                     # a new run: read back, not fitted
+    monkeypatch.setattr(activations, "_power_law_fit", lambda *a: pytest.fail("fitted again"))
+    assert np.array_equal(activations.power_law(n, density, hot_fraction, hot_share), want)
+    activations.power_law.cache_clear()
+
+
 def test_token_similarity_and_layer_correlation(trace):
     gen, tokens = trace
     sim = lambda d: np.mean([activations.similarity(tokens[i][1], tokens[i + d][1]) for i in range(30 - d)])
@@ -435,6 +470,40 @@ def test_compiled_remap_equals_the_walk(seed, dimms, top, byte):
                                                                       minlength=dimms))
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), dimms=st.integers(1, 9), top=st.integers(1, 256), moving=st.booleans(),
+       byte=st.booleans(), share=st.floats(0.0, 1.0))
+def test_remap_window_equals_the_block_statements(seed, dimms, top, moving, byte, share):
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 400, rng.integers(1, 7))
+    offsets = np.cumsum(np.concatenate([[0], sizes]))
+    on_gpu = rng.random(offsets[-1]) < share
+    home = rng.integers(0, dimms, offsets[-1]).astype(np.int16)
+    activity = rng.integers(0, top, offsets[-1]).astype(np.uint8 if byte else np.int32)   # the loop's window counts
+    activity[rng.random(offsets[-1]) < rng.random()] = 0
+    want_home, want = home.copy(), []
+    for k in range(len(sizes)):                       # each block as the walk of Algorithm 1 moves it
+        block = slice(offsets[k], offsets[k + 1])
+        cold = np.where(on_gpu[block], -1, want_home[block])
+        z = np.bincount(cold[cold >= 0], weights=activity[block][cold >= 0], minlength=dimms)
+        before = after = np.nan
+        moved = (0, 0)
+        if z.sum() > 0:
+            before = imbalance(z)
+            if moving:
+                z, device, moves = numpy_remap(cold, activity[block], dimms)
+                after = imbalance(z)
+                if moves:
+                    np.copyto(want_home[block], device, where=device >= 0)
+                    moved = (sum(c for c, _, _ in moves), max(c for c, _, _ in moves))
+        want.append((before, after, moved))
+    before, after, moved = remap_window(on_gpu, home, activity, offsets, dimms, moving)
+    assert np.array_equal(home, want_home) and not activity.any()
+    assert np.array_equal(before, [w[0] for w in want], equal_nan=True)               # bit for bit
+    assert np.array_equal(after, [w[1] for w in want], equal_nan=True)
+    assert moved.tolist() == [list(w[2]) for w in want]
+
+
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 10_000), hot_threshold=st.integers(-1, 15), share=st.floats(0.0, 1.0),
        n=st.integers(1, 403))
@@ -449,6 +518,33 @@ def test_compiled_adjust_equals_numpy(seed, hot_threshold, share, n):
         swaps = decode_token.adjust_numpy(state, hot_threshold, on_gpu)
     assert swaps == decode_token.adjust_numpy(state, hot_threshold, want)
     assert np.array_equal(on_gpu, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 403), share=st.floats(0.0, 0.5), top=st.sampled_from([16, 200]))
+@example(seed=0, n=4003, share=0.05, top=16)
+def test_level_by_level_moves_equal_numpy(seed, n, share, top):
+    # the compiled adjustment's case (swaps, at least as many hot candidates as GPU neurons): the moves by
+    # levels are numpy's, or (states past 127, levels taken whole that interleave) not made at all
+    rng = np.random.default_rng(seed)
+    state = rng.integers(0, top, n).astype(np.uint8)
+    on_gpu = rng.random(n) < share
+    counted = decode_token._state_histograms(state, on_gpu.view(np.uint8))
+    hot = np.where(np.arange(256) > 10, counted[0], 0)
+    if hot.sum() < counted[1].sum():
+        return
+    want, before = on_gpu.copy(), on_gpu.copy()
+    swaps = decode_token.adjust_numpy(state, 10, want)
+    if swaps <= 0:
+        return
+    join = decode_token._first_of_levels(hot, (256 - np.arange(256)) % 256, swaps)
+    leave = decode_token._first_of_levels(counted[1], np.arange(256), swaps)
+    if decode_token._move_by_levels(state, on_gpu.view(np.uint8), counted, join, leave):
+        assert np.array_equal(on_gpu, want)
+    else:
+        assert np.array_equal(on_gpu, before)
+    if top == 16 and n == 4003:                       # the usual case: made by levels
+        assert np.array_equal(on_gpu, want)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -563,17 +659,82 @@ def test_normal_cdf_equals_numpy_interp(values, single):
     assert activations.normal_cdf(0.3) == np.interp(0.3, activations._GRID, activations._CDF)
 
 
-@settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), devices=st.integers(1, 16))
-def test_charge_equals_numpy(seed, devices):
+def loop_statements(t, counts, per_devs, neuron_gpu, neuron_cold, floor, sync, att, proj_t, pcie_rate, nbytes,
+                    pending_link, adjusting, acc, cold_busy, host):
+    """A token's time as the loop's statements, block by block (lists of Python floats), with its spans."""
+    from pimdsl.ir.intervals import Interval
+    intervals = []
+    for layer, which in itertools.product(range(len(counts) // 2), (0, 1)):
+        k = 2 * layer + which
+        n_gpu, correct, predicted, n_fired, hit, swaps = counts[k].tolist()
+        t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
+        t_cold = per_devs[k] * neuron_cold[k]
+        cold_busy += t_cold
+        block = max(t_gpu, float(t_cold.max()))
+        name = f"L{layer}.{'qkv' if which == 0 else 'mlp'}"
+        intervals.append(Interval("gpu", f"{name} hot", t, t + t_gpu, "decode"))
+        intervals += [Interval(host or f"dimm_{j}", f"{name} cold", t, t + float(t_cold[j]), "decode")
+                      for j in range(len(t_cold)) if t_cold[j] > 0]
+        t += block
+        for key, value in [("fc", block), ("mlp" if which else "qkv", block), ("fc_gpu", t_gpu),
+                           ("fc_cold", float(t_cold.max())), ("gpu_busy", t_gpu)]:
+            acc[key] += value
+        for key, value in zip(decode_token.COUNTS, counts[k].tolist()):
+            acc[key] += value
+        if which == 0:
+            intervals.append(Interval(host or "dimms", f"L{layer}.attention", t, t + att, "decode"))
+            t += att
+            acc["attention"] += att
+            copies = 0.0
+            if adjusting:
+                for kk in (k, k + 1):
+                    copies += int(counts[kk, 5]) * nbytes[kk]
+            copy_t = copies / pcie_rate
+            link_t = float(pending_link[layer])
+            pending_link[layer] = 0.0
+            exposed = max(0.0, max(copy_t, link_t) - proj_t)
+            intervals.append(Interval("gpu", f"L{layer}.projection", t, t + proj_t, "decode"))
+            if copy_t:
+                intervals.append(Interval("pcie", f"L{layer} hot copies", t, t + copy_t, "decode"))
+            if link_t:
+                intervals.append(Interval("dimm_link", f"L{layer} remap", t, t + link_t, "decode"))
+            t += proj_t + exposed
+            for key, value in [("projection", proj_t), ("gpu_busy", proj_t), ("exposed_copies", exposed),
+                               ("pcie_bytes", copies)]:
+                acc[key] += value
+    return t, intervals
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), devices=st.integers(1, 9), layers=st.integers(1, 6), adjusting=st.booleans(),
+       host=st.booleans())
+def test_token_time_equals_the_loop_statements(seed, devices, layers, adjusting, host):
     rng = np.random.default_rng(seed)
-    per_dev = rng.integers(0, 5000, devices)
-    neuron_s = float(rng.random() * 1e-7)
-    busy = rng.random(devices) * 1e-3
-    want_busy, t = busy.copy(), per_dev * neuron_s
-    want_busy += t
-    slowest = decode_token.charge(per_dev, neuron_s, busy)
-    assert slowest == float(t.max()) and np.array_equal(busy, want_busy)     # bit for bit
+    blocks = 2 * layers
+    counts = rng.integers(0, 5000, (blocks, 6))
+    counts[rng.random(blocks) < 0.3, 0] = 0                      # blocks with no GPU neuron: no kernel floor
+    per_dev = rng.integers(0, 3000, (blocks, devices))
+    per_dev[rng.random((blocks, devices)) < 0.2] = 0
+    neuron_gpu, neuron_cold = (rng.random(blocks) * 1e-8).tolist(), (rng.random(blocks) * 1e-7).tolist()
+    nbytes = rng.integers(1000, 60000, blocks).astype(float).tolist()
+    floor, sync, att, proj_t, rate = (float(x) for x in rng.random(5) * [1e-5, 1e-5, 1e-4, 1e-3, 3e10])
+    pending = rng.random(layers) * 2e-3 * (rng.random(layers) < 0.5)
+    want_pending, want_busy, t0 = pending.copy(), rng.random(devices), float(rng.random())
+    busy = want_busy.copy()
+    times, totals = rng.random(len(decode_token.TIMES)), rng.integers(0, 100, len(decode_token.COUNTS))  # so far
+    acc = {name: float(v) for name, v in zip(decode_token.TIMES, times)} | dict(zip(decode_token.COUNTS, totals.tolist()))
+    want_t, want_intervals = loop_statements(t0, counts, per_dev, neuron_gpu, neuron_cold, floor, sync, att, proj_t,
+                                             rate, nbytes, want_pending, adjusting, acc, want_busy,
+                                             "host_cpu" if host else None)
+    marks, layer_marks = np.zeros((blocks, 2)), np.zeros((layers, 3))
+    t = decode_token.token_time(t0, counts, per_dev, np.array(neuron_gpu), np.array(neuron_cold), floor, sync, att,
+                                proj_t, rate, np.array(nbytes), pending, adjusting, times, totals, busy, marks,
+                                layer_marks)
+    assert t == want_t and np.array_equal(busy, want_busy) and np.array_equal(pending, want_pending)  # bit for bit
+    assert times.tolist() == [acc[name] for name in decode_token.TIMES]
+    assert totals.tolist() == [acc[name] for name in decode_token.COUNTS]
+    assert hot_cold_offload.token_intervals(marks.tolist(), layer_marks.tolist(), per_dev, neuron_cold, att, proj_t,
+                                            "host_cpu" if host else None) == want_intervals
 
 
 # ---- the split GEMV and the merge (Sec. IV-A-2, Fig. 6b), numpy level ------------------------------

@@ -137,6 +137,18 @@ def test_neuron_cost_is_kept_on_disk_by_content(dimm, tmp_path, monkeypatch):
         neuron_seconds(dimm, 5001, 1)
 
 
+def test_command_sample_is_kept_on_disk_by_content(dimm, tmp_path, monkeypatch):
+    from pimdsl.loops.hot_cold_offload import sparse_ndp_gemv
+    monkeypatch.setenv("PIMDSL_TIMING_CACHE", str(tmp_path))
+    want = sparse_ndp_gemv.command_sample(dimm, 5000, 1)
+    assert want["seconds"] > 0 and sum(want["command_counts"].values()) > 0
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    monkeypatch.setattr(sparse_ndp_gemv, "StreamTimer", lambda *a, **k: pytest.fail("timed again"))
+    assert sparse_ndp_gemv.command_sample(dimm, 5000, 1) == want      # a new run: read back, not timed
+    with pytest.raises(pytest.fail.Exception):                         # another shape is another entry
+        sparse_ndp_gemv.command_sample(dimm, 5000, 2)
+
+
 @pytest.mark.parametrize("n, k, m", [(16, 10240, 1), (32, 24576, 1), (5, 4096, 4)])
 def test_program_seconds_same_on_both_dram_engines(dimm, monkeypatch, n, k, m):
     # the calibration runs on the compiled core from its first command; the reference is the Python engine

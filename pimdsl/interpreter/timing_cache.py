@@ -105,3 +105,14 @@ def store(name: str, value: dict) -> None:
     except OSError:
         return                                 # a read-only or full disk: just do not cache
     write_entry(root / f"{name}.json", json.dumps(value).encode())
+
+
+def kept(name: str, measure):
+    """`measure()`, a pure result kept on disk under `name` (an `entry_key` or `content_key`): loaded
+    when there, else measured and stored. JSON keeps floats exact."""
+    stored = load(name)
+    if stored is not None and "value" in stored:
+        return stored["value"]
+    value = measure()
+    store(name, {"value": value})
+    return value

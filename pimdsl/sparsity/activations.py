@@ -99,27 +99,37 @@ class Statistics:
 @functools.lru_cache(maxsize=16)
 def power_law(n: int, density: float, hot_fraction: float, hot_share: float) -> np.ndarray:
     """Frequencies by rank (descending): c * r^-alpha clipped to 1, with mean `density` and the top
-    `hot_fraction` carrying `hot_share` (as close as the clip to 1 allows)."""
+    `hot_fraction` carrying `hot_share` (as close as the clip to 1 allows). The fit (alpha, c), two
+    nested bisections over the ranks, is kept on disk by content (timing_cache)."""
+    from ..interpreter import timing_cache
+    alpha, c = timing_cache.kept(timing_cache.content_key("power_law", n, density, hot_fraction, hot_share),
+                                 lambda: _power_law_fit(n, density, hot_fraction, hot_share))
+    out = np.minimum(1.0, c * np.arange(1, n + 1, dtype=float) ** -alpha)
+    out.setflags(write=False)                    # shared by every caller (cached)
+    return out
+
+
+def _power_law_fit(n: int, density: float, hot_fraction: float, hot_share: float) -> tuple[float, float]:
+    """`power_law`'s alpha and c: bisections on alpha for the share of the top, and within each on c
+    for the mean."""
     ranks = np.arange(1, n + 1, dtype=float)
     top = max(1, int(round(hot_fraction * n)))
 
-    def scaled(alpha):
+    def scale(law):
         lo, hi = 0.0, 1.0 / density * n
-        law = ranks ** -alpha
         for _ in range(45):                      # bisection on c for the mean
             c = 0.5 * (lo + hi)
-            f = np.minimum(1.0, c * law)
-            lo, hi = (c, hi) if f.mean() < density else (lo, c)
-        return np.minimum(1.0, 0.5 * (lo + hi) * law)
+            lo, hi = (c, hi) if np.minimum(1.0, c * law).mean() < density else (lo, c)
+        return 0.5 * (lo + hi)
 
     lo, hi = 0.0, 4.0
     for _ in range(30):                          # bisection on alpha for the share of the top
         alpha = 0.5 * (lo + hi)
-        f = scaled(alpha)
+        law = ranks ** -alpha
+        f = np.minimum(1.0, scale(law) * law)
         lo, hi = (alpha, hi) if f[:top].sum() / f.sum() < hot_share else (lo, alpha)
-    out = scaled(0.5 * (lo + hi))
-    out.setflags(write=False)                    # shared by every caller (cached)
-    return out
+    alpha = 0.5 * (lo + hi)
+    return alpha, scale(ranks ** -alpha)
 
 
 @dataclass

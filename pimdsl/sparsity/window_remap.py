@@ -41,38 +41,90 @@ def remap(device: np.ndarray, activity: np.ndarray, dimms: int,
 def remap_in_place(device: np.ndarray, activity: np.ndarray, dimms: int,
                    z: np.ndarray | None = None) -> list[tuple[int, int, int]]:
     """`remap` moving the neurons of `device` itself (no copy); returns the moves."""
-    z = loads(device, activity, dimms) if z is None else z
-    order = np.argsort(-z, kind="stable")
-    moves = _pair_moves(device, activity, z, order)
+    on_gpu = device < 0
+    home = np.where(on_gpu, 0, device).astype(device.dtype)
+    counted = _histogram(on_gpu, home, activity, max(dimms, int(device.max(initial=-1)) + 1))
+    after = _histogram_loads(counted)
+    moves = _pair_moves(on_gpu, home, activity, counted, after)
+    np.copyto(device, home, where=~on_gpu)
+    if z is not None:
+        z[:] = after
     return [(int(c), int(hi), int(lo)) for c, hi, lo in moves]
 
 
+def remap_window(on_gpu: np.ndarray, home: np.ndarray, activity: np.ndarray, offsets: np.ndarray, dimms: int,
+                 moving: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A window's end over every block (block k spans offsets[k]:offsets[k + 1] of the flat arrays; every
+    home below `dimms`): per block, the imbalance of its cold neurons' loads before and, when `moving`,
+    after Algorithm 1 moved them (`home` changed in place; NaN: the block had no load), and the neurons
+    it moved and the most any one pair moved (0, 0: none); the window's firings (`activity`) are zeroed.
+    Per block, what `imbalance(loads(...))` and `remap_in_place` give the block's cold neurons, in one
+    compiled call."""
+    blocks = len(offsets) - 1
+    before, after = np.full(blocks, np.nan), np.full(blocks, np.nan)
+    moved = np.zeros((blocks, 2), np.int64)
+    _remap_window(on_gpu, home, activity, offsets, dimms, moving, before, after, moved)
+    return before, after, moved
+
+
 @njit(cache=True)
-def _pair_moves(device, activity, z, order):
-    """The pairs of Algorithm 1 in turn, compiled; moves `device` in place. The walk over the loaded
-    DIMM's neurons, most activated first (ties by index), taking a neuron while 2 A <= gap and stopping
-    once gap < 2, is done by activity value: of the neurons with activity A it takes the first
-    floor(gap / 2A). The neurons are bucketed by (DIMM, activity) in one stable counting sort."""
-    dimms = len(order)
+def _remap_window(on_gpu, home, activity, offsets, dimms, moving, before, after, moved):
+    for k in range(len(offsets) - 1):
+        lo, hi = offsets[k], offsets[k + 1]
+        counted = _histogram(on_gpu[lo:hi], home[lo:hi], activity[lo:hi], dimms)
+        z = _histogram_loads(counted)
+        if z.sum() > 0:
+            before[k] = _imbalance(z)
+            if moving:
+                moves = _pair_moves(on_gpu[lo:hi], home[lo:hi], activity[lo:hi], counted, z)
+                after[k] = _imbalance(z)
+                if len(moves):
+                    moved[k, 0], moved[k, 1] = moves[:, 0].sum(), moves[:, 0].max()
+        activity[lo:hi] = 0
+
+
+@njit(cache=True)
+def _histogram(on_gpu, home, activity, dimms):
+    """[DIMM, A]: how many cold neurons (not `on_gpu`) of each DIMM (`home`) fired A > 0 times."""
+    top = 0
+    for i in range(len(activity)):
+        top = max(top, activity[i])
+    # every neuron counted without a branch: the GPU's in an extra row, those that did not fire in column 0
+    counted = np.zeros((dimms + 1, top + 1), np.int64)
+    for i in range(len(activity)):
+        if home[i] >= dimms and not on_gpu[i]:
+            raise ValueError("a neuron's home is not one of the DIMMs")
+        counted[dimms if on_gpu[i] else home[i], activity[i]] += 1
+    counted[:, 0] = 0
+    return counted[:dimms].copy()
+
+
+@njit(cache=True)
+def _histogram_loads(counted):
+    """Z per DIMM from its histogram: whole counts, the same floats as `loads` (any order of the sum is exact)."""
+    z = np.zeros(len(counted))
+    for d in range(len(counted)):
+        load = 0
+        for a in range(counted.shape[1]):
+            load += a * counted[d, a]
+        z[d] = load
+    return z
+
+
+@njit(cache=True)
+def _pair_moves(on_gpu, home, activity, counted, z):
+    """The pairs of Algorithm 1 in turn, compiled, given the cold neurons' histogram (`counted`) and
+    loads (`z`, left the loads after); moves `home` in place. The walk over the loaded DIMM's neurons,
+    most activated first (ties by index), taking a neuron while 2 A <= gap and stopping once gap < 2,
+    is done by activity value: of the neurons with activity A it takes the first floor(gap / 2A).
+    So the pairs are settled on the histogram, and one pass moves the first neurons of each
+    (DIMM, A), stopping once it has moved them all."""
+    dimms, top = counted.shape[0], counted.shape[1] - 1
     moves = np.zeros((dimms // 2, 3), np.int64)
-    if len(activity) == 0:
-        return moves[:0]
-    top = max(activity.max(), 0)
-    width = top + 1                              # bucket (d, a) = d * width + top - a: most active first
-    start = np.zeros(dimms * width + 1, np.int64)
-    for i in range(len(device)):
-        if device[i] >= 0 and activity[i] > 0:
-            start[device[i] * width + top - activity[i] + 1] += 1
-    for b in range(1, len(start)):
-        start[b] += start[b - 1]
-    fill = start[:-1].copy()
-    bucketed = np.empty(start[-1], np.int64)
-    for i in range(len(device)):
-        if device[i] >= 0 and activity[i] > 0:
-            b = device[i] * width + top - activity[i]
-            bucketed[fill[b]] = i
-            fill[b] += 1
-    n_moves = 0
+    take = np.zeros_like(counted)
+    to = np.zeros(dimms, np.int64)
+    order = _descending(z)
+    n_moves = left = 0
     for pair in range(dimms // 2):
         hi, lo = order[pair], order[dimms - 1 - pair]
         gap = z[hi] - z[lo]
@@ -80,20 +132,48 @@ def _pair_moves(device, activity, z, order):
         for a in range(top, 0, -1):
             if gap < 2:                              # activities are whole counts: nothing narrows it
                 break
-            b = hi * width + top - a
-            take = min(start[b + 1] - start[b], int(gap // (2 * a)))
-            for j in range(start[b], start[b] + take):
-                device[bucketed[j]] = lo
-            moved += take
-            shift += a * take
-            gap -= 2 * a * take
+            t = min(counted[hi, a], int(gap // (2 * a)))
+            take[hi, a] = t
+            moved += t
+            shift += a * t
+            gap -= 2 * a * t
         if moved:
             z[hi] -= shift
             z[lo] += shift
+            to[hi] = lo
             # element by element: a tuple stored into a row costs numba seconds of compile (its checks)
             moves[n_moves, 0], moves[n_moves, 1], moves[n_moves, 2] = moved, hi, lo
             n_moves += 1
+            left += moved
+    for i in range(len(activity)):
+        if left == 0:
+            break
+        a = activity[i]
+        if a > 0 and not on_gpu[i] and take[home[i], a] > 0:
+            take[home[i], a] -= 1
+            home[i] = to[home[i]]
+            left -= 1
     return moves[:n_moves]
+
+
+@njit(cache=True)
+def _descending(z):
+    """`np.argsort(-z, kind="stable")`: the DIMMs by load, most loaded first, ties by index (an
+    insertion sort: a few DIMMs)."""
+    order = np.arange(len(z))
+    for i in range(1, len(z)):
+        d, j = order[i], i
+        while j > 0 and z[order[j - 1]] < z[d]:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = d
+    return order
+
+
+@njit(cache=True)
+def _imbalance(z):
+    """`imbalance(z)` of loads with a positive sum: whole counts, so any order of the sum is exact."""
+    return z.max() / (z.sum() / len(z))
 
 
 def imbalance(z: np.ndarray) -> float:

@@ -23,6 +23,12 @@ from ...sparsity.activations import Generator, _chain_block
 # predicted, fired, predicted and fired; the hot/cold swaps of its online adjustment
 COUNTS = ("on_gpu", "correct", "predicted", "fired", "hit", "swaps")
 SWAPS = COUNTS.index("swaps")
+# what `times` of `token_time` holds: the seconds of the FC blocks (all, the QKV ones, the MLP ones), the
+# GPU's and the slowest cold device's in them, the attention, the projection, the exposed copies, the
+# GPU's busy time; the bytes of hot-neuron copies over PCIe
+TIMES = ("fc", "qkv", "mlp", "fc_gpu", "fc_cold", "attention", "projection", "exposed_copies", "gpu_busy",
+         "pcie_bytes")
+_FC, _QKV, _MLP, _FC_GPU, _FC_COLD, _ATTENTION, _PROJECTION, _EXPOSED, _GPU_BUSY, _PCIE_BYTES = range(len(TIMES))
 
 
 class DecodeToken:
@@ -118,7 +124,8 @@ def tally(guess, actual, on_gpu, home, activity, per_dev):
     """One block's token: adds its predicted cold neurons to `per_dev` by their device (`home`) and its
     firings to `activity` (when given: not empty); returns its predicted neurons on the GPU and the
     predictor's counts (correct, predicted, fired, predicted and fired). Eight neurons a word: bools are
-    0/1 bytes, and the top byte of a word times 0x0101010101010101 is the sum of its bytes."""
+    0/1 bytes, and the top byte of a word times 0x0101010101010101 is the sum of its bytes (of a word
+    with only the bytes below a neuron's set, how many of them are)."""
     n = len(guess)
     words = n // 8
     g64, a64 = guess[:8 * words].view(np.uint64), actual[:8 * words].view(np.uint64)
@@ -132,9 +139,11 @@ def tally(guess, actual, on_gpu, home, activity, per_dev):
         hit += ((g & a) * _ONES) >> top
         n_gpu += ((g & o) * _ONES) >> top
         cold = g & ~o
-        if cold:
-            for b in range(8):
-                per_dev[home[8 * w + b]] += np.int64((cold >> np.uint64(8 * b)) & one)
+        while cold:                                  # its set bytes, lowest first
+            low = cold & (np.uint64(0) - cold)
+            below = (((low - one) & _ONES) * _ONES) >> top     # the bytes below it
+            per_dev[home[8 * w + np.int64(below)]] += 1
+            cold ^= low
     counted = np.array([n_gpu, predicted, fired, hit], np.int64)
     g8, a8, o8 = guess.view(np.uint8), actual.view(np.uint8), on_gpu.view(np.uint8)
     for i in range(8 * words, n):
@@ -246,6 +255,8 @@ def _adjust_counted(state, hot_threshold, on_gpu, counted):
         return 0
     cand_take = _first_of_levels(hist[0], cand_levels, swaps)
     victim_take = _first_of_levels(hist[1], np.arange(256), swaps)
+    if _move_by_levels(state, o8, counted, cand_take, victim_take):
+        return swaps
     left = 2 * swaps                                 # the walk stops at the last neuron it moves
     for i in range(len(state)):
         s = state[i]
@@ -264,15 +275,101 @@ def _adjust_counted(state, hot_threshold, on_gpu, counted):
 
 
 @njit(cache=True)
-def charge(per_dev, neuron_s, busy):
-    """Each device's time for its `per_dev` neurons of `neuron_s` seconds, added to `busy`; returns the
-    slowest device's (numpy's `t = per_dev * neuron_s; busy += t; t.max()` in one call per block)."""
-    slowest = 0.0
-    for j in range(len(per_dev)):
-        t = per_dev[j] * neuron_s
-        busy[j] += t
-        slowest = max(slowest, t)
-    return slowest
+def _move_by_levels(state, o8, counted, join, leave):
+    """The walk's moves (`join[s]` of the neurons of state s off the GPU join it, `leave[s]` of those on
+    it leave, the first ones by index) made level by level: every neuron of a level taken whole moves,
+    eight neurons a word; then a walk for the one level each side takes in part, which stops once it
+    has taken them. That needs the levels taken whole to be the states below v (leaving) and above c
+    (joining) with v <= c, so that no neuron the first pass moves is of the other side's level taken in
+    part (so they are whenever state 0 is not a candidate: a hot threshold >= 0), and states below 128
+    (a byte's top bit free: s + 128 - v has it set when s >= v). Returns False, having changed
+    nothing, when they are not."""
+    if join[0] > 0 or counted[:, 128:].sum() > 0:
+        return False
+    v = 0                                            # leave: the states below v whole, v in part
+    while v < 128 and leave[v] == counted[1, v]:
+        v += 1
+    c = 127                                          # join: the states above c whole, c in part
+    while c > 0 and join[c] == counted[0, c]:
+        c -= 1
+    if c < v:
+        return False
+    n = len(state)
+    words = n // 8
+    s64, o64 = state[:8 * words].view(np.uint64), o8[:8 * words].view(np.uint64)
+    stays, joins, seven = np.uint64(128 - v) * _ONES, np.uint64(127 - c) * _ONES, np.uint64(7)
+    for w in range(words):
+        s, o = s64[w], o64[w]
+        moved = (o & ((s + stays) >> seven)) | ((o ^ _ONES) & ((s + joins) >> seven))
+        if moved != o:
+            o64[w] = moved
+    for i in range(8 * words, n):
+        o8[i] = state[i] >= v if o8[i] else state[i] > c
+    left_v, left_c = leave[v] if v < 128 else 0, join[c]
+    for i in range(n):
+        if left_v == 0 and left_c == 0:
+            break
+        if state[i] == v and o8[i] and left_v > 0:
+            o8[i] = 0
+            left_v -= 1
+        elif state[i] == c and not o8[i] and left_c > 0:
+            o8[i] = 1
+            left_c -= 1
+    return True
+
+
+@njit(cache=True)
+def token_time(t, counts, per_dev, neuron_gpu, neuron_cold, floor, sync, attention, projection, pcie_rate, nbytes,
+               pending_link, adjusting, times, totals, cold_busy, marks, layer_marks):
+    """The time of a token's blocks from `t` on, from the `counts` and `per_dev` of its `token_pass`
+    ([HERMES_NDP] Eqs. 2-3; neuron_split's docstring says what each time covers); returns the time
+    after the last layer's projection. Per block: its GPU part (`neuron_gpu` per neuron, a kernel's
+    `floor`, 2 syncs) and its slowest device (`neuron_cold` per neuron, each device's time added to
+    `cold_busy`) overlap; after each QKV block, the attention, then the projection, under which the
+    layer's hot-neuron copies (its blocks' swaps, when `adjusting`, at `pcie_rate`) and the layer's
+    `pending_link` remap (zeroed) run, the excess exposed. Adds to `times` (columns TIMES) and
+    `totals` (columns COUNTS). `marks[k]`: block k's start and GPU time; `layer_marks[l]`: layer l's
+    attention start, copy time and remap time (for a timeline). The float operations are the loop's,
+    in its order: a run's numbers do not depend on this being compiled."""
+    for layer in range(len(counts) // 2):
+        for which in range(2):
+            k = 2 * layer + which
+            n_gpu = counts[k, 0]
+            t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
+            cold_max = 0.0
+            for j in range(per_dev.shape[1]):
+                t_dev = per_dev[k, j] * neuron_cold[k]
+                cold_busy[j] += t_dev
+                cold_max = max(cold_max, t_dev)
+            block = max(t_gpu, cold_max)
+            marks[k, 0], marks[k, 1] = t, t_gpu
+            t += block
+            times[_FC] += block
+            times[_MLP if which else _QKV] += block
+            times[_FC_GPU] += t_gpu
+            times[_FC_COLD] += cold_max
+            times[_GPU_BUSY] += t_gpu
+            for col in range(counts.shape[1]):
+                totals[col] += counts[k, col]
+            if which == 0:                               # attention, then the projection
+                layer_marks[layer, 0] = t
+                t += attention
+                times[_ATTENTION] += attention
+                copies = 0.0
+                if adjusting:                            # both blocks of the layer, under the projection
+                    copies += counts[k, SWAPS] * nbytes[k]
+                    copies += counts[k + 1, SWAPS] * nbytes[k + 1]
+                copy_t = copies / pcie_rate
+                link_t = pending_link[layer]
+                pending_link[layer] = 0.0
+                exposed = max(0.0, max(copy_t, link_t) - projection)
+                layer_marks[layer, 1], layer_marks[layer, 2] = copy_t, link_t
+                t += projection + exposed
+                times[_PROJECTION] += projection
+                times[_GPU_BUSY] += projection
+                times[_EXPOSED] += exposed
+                times[_PCIE_BYTES] += copies
+    return t
 
 
 bind(globals(), __file__)          # the kernels called from Python, from their ahead-of-time build (aot.py)

@@ -45,9 +45,9 @@ from ...lowering.records import Kernel
 from ...ir.errors import CompileError
 from ...sparsity import activations, neuron_placement
 from ...sparsity.activation_predictor import Predictor
-from ...sparsity.window_remap import imbalance, loads, remap_in_place
+from ...sparsity.window_remap import remap_window
 from ...unread import leading_links
-from .decode_token import SWAPS, DecodeToken, charge
+from .decode_token import COUNTS, TIMES, DecodeToken, token_time
 from ...ir import units as U
 from ...ir.params import NAME, WHOLE, Param
 
@@ -401,95 +401,43 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     # windows (a quarter of the memory traffic of the per-token tally and of Algorithm 1's walk)
     counts = np.uint8 if window <= np.iinfo(np.uint8).max else np.int32
     activity = [np.zeros(len(g), counts) for g in placed.on_gpu] if sw.remap or not host else None
-    acc = dict(qkv=0.0, mlp=0.0, fc_gpu=0.0, fc_cold=0.0, fc=0.0, attention=0.0, projection=0.0, exposed_copies=0.0,
-               predictor=0.0, head=0.0, gpu_busy=0.0, cold_busy=np.zeros(devices), pcie_bytes=0.0, link_bytes=0.0,
-               link_s=0.0, correct=0, predicted=0, fired=0, hit=0, total=0, swaps=0, gpu_active=0, all_active=0)
-    cold_busy = acc["cold_busy"]
+    times, totals = np.zeros(len(TIMES)), np.zeros(len(COUNTS), np.int64)
+    cold_busy = np.zeros(devices)
+    acc = dict(head=0.0, predictor=0.0, link_bytes=0.0, link_s=0.0)
     imb_before, imb_after, pending_link = [], [], np.zeros(m.layers)
     t = ttft
     steps = max(0, wl.output_len - 1)
     token = DecodeToken(gen, pred, placed.on_gpu, placed.home, activity, devices, sw.adjust)
-    sizes = [len(g) for g in placed.on_gpu]
+    offsets = np.cumsum([0] + [len(g) for g in placed.on_gpu])
+    per_gpu, per_cold, block_bytes = np.array(neuron_gpu), np.array(neuron_cold), np.array(nbytes, float)
+    marks, layer_marks = np.zeros((len(nbytes), 2)), np.zeros((m.layers, 3))
     for step in range(steps):
         seq = wl.input_len + step + 1
-        counts, per_devs = token.run()
-        counts = counts.tolist()
+        counts, per_dev = token.run()
         att = kv_bytes(s, seq, b) / s.host.memory_bandwidth_bytes_per_s if host else attention_ndp_s(s, seq, b)
-        for layer in range(m.layers):
-            for which in (0, 1):
-                k = 2 * layer + which
-                n_gpu, correct, predicted, n_fired, hit, _ = counts[k]
-                per_dev = per_devs[k]
-                t_gpu = n_gpu * neuron_gpu[k] + (floor if n_gpu else 0.0) + 2 * sync
-                cold_max = charge(per_dev, neuron_cold[k], cold_busy)
-                block = max(t_gpu, cold_max)
-                if timeline:
-                    t_cold = per_dev * neuron_cold[k]
-                    intervals.append(Interval("gpu", f"L{layer}.{'qkv' if which == 0 else 'mlp'} hot", t, t + t_gpu, "decode"))
-                    intervals += [Interval("host_cpu" if host else f"dimm_{j}", f"L{layer}.{'qkv' if which == 0 else 'mlp'} cold",
-                                           t, t + float(t_cold[j]), "decode") for j in range(devices) if t_cold[j] > 0]
-                t += block
-                acc["fc"] += block
-                acc["mlp" if which else "qkv"] += block
-                acc["fc_gpu"] += t_gpu
-                acc["fc_cold"] += cold_max
-                acc["gpu_busy"] += t_gpu
-                acc["correct"] += correct
-                acc["total"] += sizes[k]
-                acc["predicted"] += predicted
-                acc["fired"] += n_fired
-                acc["hit"] += hit
-                acc["gpu_active"] += n_gpu
-                acc["all_active"] += predicted
-                if which == 0:                                    # attention, then the projection
-                    if timeline:
-                        intervals.append(Interval("host_cpu" if host else "dimms", f"L{layer}.attention", t, t + att, "decode"))
-                    t += att
-                    acc["attention"] += att
-                    copies = 0.0
-                    if sw.adjust:                             # both blocks of the layer, under the projection
-                        for kk in (k, k + 1):
-                            swaps = counts[kk][SWAPS]
-                            acc["swaps"] += swaps
-                            copies += swaps * nbytes[kk]
-                    copy_t = copies / s.pcie.bandwidth_bytes_per_s
-                    link_t = pending_link[layer]
-                    pending_link[layer] = 0.0
-                    exposed = max(0.0, max(copy_t, link_t) - proj_t)
-                    if timeline:
-                        intervals.append(Interval("gpu", f"L{layer}.projection", t, t + proj_t, "decode"))
-                        if copy_t:
-                            intervals.append(Interval("pcie", f"L{layer} hot copies", t, t + copy_t, "decode"))
-                        if link_t:
-                            intervals.append(Interval("dimm_link", f"L{layer} remap", t, t + link_t, "decode"))
-                    t += proj_t + exposed
-                    acc["projection"] += proj_t
-                    acc["gpu_busy"] += proj_t
-                    acc["exposed_copies"] += exposed
-                    acc["pcie_bytes"] += copies
+        t = token_time(t, counts, per_dev, per_gpu, per_cold, floor, sync, att, proj_t,
+                       s.pcie.bandwidth_bytes_per_s, block_bytes, pending_link, sw.adjust, times, totals, cold_busy,
+                       marks, layer_marks)
+        if timeline:
+            intervals += token_intervals(marks.tolist(), layer_marks.tolist(), per_dev, neuron_cold, att, proj_t,
+                                         "host_cpu" if host else None)
         t += head_t + predictor_t
         acc["head"] += head_t
-        acc["gpu_busy"] += head_t
+        times[TIMES.index("gpu_busy")] += head_t
         acc["predictor"] += predictor_t
         if activity is not None and (step + 1) % window == 0:     # a window ends: Algorithm 1
-            for k in range(len(activity)):
-                cold = np.where(placed.on_gpu[k], -1, placed.home[k])
-                before = loads(cold, activity[k], devices)
-                if before.sum() > 0:
-                    imb_before.append(imbalance(before))
-                if sw.remap:
-                    after = before.copy()
-                    moves = remap_in_place(cold, activity[k], devices, after)
-                    if before.sum() > 0:
-                        imb_after.append(imbalance(after))
-                    if moves:                 # pairs move in parallel, each over its own DIMM-link
-                        np.copyto(placed.home[k], cold, where=cold >= 0)      # only cold neurons move
-                        link_bytes = sum(c for c, _, _ in moves) * nbytes[k]
-                        acc["link_bytes"] += link_bytes
-                        longest = max(c for c, _, _ in moves) * nbytes[k]
-                        pending_link[k // 2] += transfer_time(s.link, longest, instances=1)
-                        acc["link_s"] += transfer_time(s.link, longest, instances=1)
-                activity[k][:] = 0
+            before, after, moved = remap_window(token.flat_on_gpu, token.flat_home, token.activity, offsets,
+                                                devices, sw.remap)
+            imb_before += before[~np.isnan(before)].tolist()
+            imb_after += after[~np.isnan(after)].tolist()
+            for k, (total_moved, longest_moved) in enumerate(moved.tolist()):
+                if total_moved:               # pairs move in parallel, each over its own DIMM-link
+                    acc["link_bytes"] += total_moved * nbytes[k]
+                    longest = transfer_time(s.link, longest_moved * nbytes[k], instances=1)
+                    pending_link[k // 2] += longest
+                    acc["link_s"] += longest
+    acc |= {name: float(v) for name, v in zip(TIMES, times)} | {name: int(v) for name, v in zip(COUNTS, totals)}
+    acc["total"] = steps * neurons                            # every neuron of every block, every token
     e2e = t
     out = report_common(s, ttft, e2e)
     decode = e2e - ttft
@@ -500,7 +448,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
                           "decode_predictor": acc["predictor"], "decode_lm_head": acc["head"]}
     cold_name = "host_cpu" if host else "ndp_dimm_mean"
     out["utilization"] = {"gpu": (ttft + acc["gpu_busy"]) / e2e if e2e else 0.0,
-                          cold_name: float(acc["cold_busy"].mean() + (0 if host else acc["attention"])) / e2e if e2e else 0.0,
+                          cold_name: float(cold_busy.mean() + (0 if host else acc["attention"])) / e2e if e2e else 0.0,
                           "pcie": (ttft + acc["pcie_bytes"] / s.pcie.bandwidth_bytes_per_s) / e2e if e2e else 0.0}
     total = acc["total"] or 1
     out["predictor"] = {"accuracy": acc["correct"] / total, "recall": acc["hit"] / (acc["fired"] or 1),
@@ -509,7 +457,7 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     sparse_bytes = sum(len(g) * nb for g, nb in zip(placed.on_gpu, nbytes))
     out["hot_fraction"] = {"neurons_on_gpu": sum(int(g.sum()) for g in placed.on_gpu) / neurons,
                            "sparse_bytes_on_gpu": sum(int(g.sum()) * nb for g, nb in zip(placed.on_gpu, nbytes)) / sparse_bytes,
-                           "active_computed_on_gpu": acc["gpu_active"] / (acc["all_active"] or 1)}
+                           "active_computed_on_gpu": acc["on_gpu"] / (acc["predicted"] or 1)}
     out["dimm_imbalance"] = {"before_remap": float(np.mean(imb_before)) if imb_before else None,
                              "after_remap": float(np.mean(imb_after)) if imb_after else None}
     out["bytes_moved"] = {"pcie_prefill": float(m.weight_bytes), "pcie_hot_copies": acc["pcie_bytes"],
@@ -523,6 +471,32 @@ def sparse_run(s: Setup, sw: Switches, timeline: bool) -> dict:
     out["online_swaps"] = acc["swaps"]
     out["activation_density"] = acc["fired"] / total
     return out, intervals
+
+
+def token_intervals(marks: list, layer_marks: list, per_dev: np.ndarray, neuron_cold: list, att: float,
+                    proj_t: float, host: str | None) -> list:
+    """A token's busy spans from `token_time`'s marks (block k's start and GPU time; layer l's attention
+    start, copy and remap times): each block's GPU and cold devices (`host`, or one DIMM each), each
+    layer's attention and projection, with its copies and remap."""
+    from ...ir.intervals import Interval
+    out = []
+    for k, (start, t_gpu) in enumerate(marks):
+        layer, which = divmod(k, 2)
+        name = f"L{layer}.{'mlp' if which else 'qkv'}"
+        out.append(Interval("gpu", f"{name} hot", start, start + t_gpu, "decode"))
+        t_cold = per_dev[k] * neuron_cold[k]
+        out += [Interval(host or f"dimm_{j}", f"{name} cold", start, start + float(t_cold[j]), "decode")
+                for j in range(len(t_cold)) if t_cold[j] > 0]
+        if which == 0:
+            t, copy_t, link_t = layer_marks[layer]
+            out.append(Interval(host or "dimms", f"L{layer}.attention", t, t + att, "decode"))
+            t += att
+            out.append(Interval("gpu", f"L{layer}.projection", t, t + proj_t, "decode"))
+            if copy_t:
+                out.append(Interval("pcie", f"L{layer} hot copies", t, t + copy_t, "decode"))
+            if link_t:
+                out.append(Interval("dimm_link", f"L{layer} remap", t, t + link_t, "decode"))
+    return out
 
 
 def report_common(s: Setup, ttft: float, e2e: float) -> dict:

@@ -39,12 +39,16 @@ def program_seconds(memory: Memory, n: int, k: int, m: int) -> float:
 
 def command_sample(memory: Memory, k: int, m: int) -> dict:
     """The commands of the `gemv` program for PROBE neurons of k weights and m tokens on one DIMM and
-    their seconds: the work whose command energy a run counts per busy second (interpreter/run_energy.py)."""
-    pim = memory.pim
-    timer = StreamTimer(make_timer(memory, pim.commands, pim.rules, pim.windows), fast=True)
-    end = timer.run(expand(memory, pim.program("gemv"), {"n": PROBE, "k": k, "m": m}))
-    counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(timer.counts.items(), key=str)}
-    return {"command_counts": counts, "seconds": end * memory.part.tck_s}
+    their seconds: the work whose command energy a run counts per busy second (interpreter/run_energy.py).
+    Kept on disk by content, like `neuron_seconds`."""
+    def measure() -> dict:
+        pim = memory.pim
+        timer = StreamTimer(make_timer(memory, pim.commands, pim.rules, pim.windows), fast=True)
+        end = timer.run(expand(memory, pim.program("gemv"), {"n": PROBE, "k": k, "m": m}))
+        counts = {f"{kind or 'cmd'}.{name}": n for (name, kind), n in sorted(timer.counts.items(), key=str)}
+        return {"command_counts": counts, "seconds": end * memory.part.tck_s}
+    return timing_cache.kept(timing_cache.entry_key(memory, ("sparse_ndp_gemv", "command_sample", PROBE, k, m), "fast"),
+                             measure)
 
 
 def neuron_seconds(memory: Memory, k: int, m: int) -> float:
@@ -54,12 +58,8 @@ def neuron_seconds(memory: Memory, k: int, m: int) -> float:
     hit = _CACHE.get(key)
     if hit is not None and hit[0]() is memory:
         return hit[1]
-    name = timing_cache.entry_key(memory, ("sparse_ndp_gemv", "gemv", PROBE, k, m), "fast")
-    stored = timing_cache.load(name)
-    if stored is not None and isinstance(stored.get("seconds"), float):
-        value = stored["seconds"]
-    else:
-        value = (program_seconds(memory, 2 * PROBE, k, m) - program_seconds(memory, PROBE, k, m)) / PROBE
-        timing_cache.store(name, {"seconds": value})
+    def measure() -> float:
+        return (program_seconds(memory, 2 * PROBE, k, m) - program_seconds(memory, PROBE, k, m)) / PROBE
+    value = timing_cache.kept(timing_cache.entry_key(memory, ("sparse_ndp_gemv", "gemv", PROBE, k, m), "fast"), measure)
     _CACHE[key] = (weakref.ref(memory), value)
     return value

@@ -226,12 +226,7 @@ class DeviceCosts:
         each is a few hundred thousand commands through the DRAM engine, the same in every run, sweep
         point and strategy of a memory. JSON keeps the floats exact."""
         name = timing_cache.entry_key(self.memory, ("layer_segments", what, self.heads, self.head_dim), "exact")
-        stored = timing_cache.load(name)
-        if stored is not None and "value" in stored:
-            return stored["value"]
-        value = measure()
-        timing_cache.store(name, {"value": value})
-        return value
+        return timing_cache.kept(name, measure)
 
     @cached_property
     def tile_seconds(self) -> dict[str, float]:
