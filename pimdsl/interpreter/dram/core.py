@@ -693,6 +693,8 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
         if kind < 0:
             continue
         cls = 0 if kind == AQ else 2
+        if found and bt <= now and bcls < cls:  # every candidate issues at `now` or later: none of these can win
+            continue
         q0 = (c * 4 + kind) * nb
         words = (nb + 63) // 64
         for w in range(words):
