@@ -122,8 +122,8 @@ def scan_dramsim3(data, capacity, write_words, fields, dims):
             return -1, arrival, is_write, channel, bank, row, column
         writing = False
         if o1 - o0 <= 8:
-            for w in write_words:
-                if w == word:
+            for j in range(write_words.shape[0]):       # (by index: iterating an array counts references)
+                if write_words[j] == word:
                     writing = True
         # decoded onto the hierarchy (traces._decode)
         for f in range(len(FIELDS)):
