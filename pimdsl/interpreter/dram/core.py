@@ -761,7 +761,7 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)     # (a few stores: less than the call)
 def _touch(qc, nb, c, b0, b1):
     """Banks b0 .. b1 - 1 changed (a queue, the open row, the hit count): their cached candidates are stale."""
     for kind in range(4):
