@@ -35,7 +35,7 @@ FOLDER = PACKAGE / "_aot"
 
 _I, _F = "int64[::1]", "float64[::1]"
 _I2, _I3 = "int64[:, ::1]", "int64[:, :, ::1]"
-_T = f"UniTuple({_I}, 14)"                  # the flat rule tables (dram/core.build_tables)
+_T = f"UniTuple({_I}, 6)"                    # the flat rule tables (dram/core.build_tables)
 
 # kernel module (relative to the package) -> its kernels called from Python -> signature (numba's types;
 # arrays C-ordered: `[::1]`, `[:, ::1]`, ...). A kernel they call is compiled into the same extension.

@@ -81,7 +81,7 @@ def test_compiled_core_issues_the_reference_engines_commands(paths, config, trac
     compiled = replay(memory, trace_, record_commands=True, engine="compiled")
     assert len(python.command_log) > n
     assert compiled.command_log == python.command_log
-    assert compiled.read_latencies == python.read_latencies
+    assert compiled.read_latencies.tolist() == python.read_latencies.tolist()
     assert (compiled.cycles, compiled.row_hits, compiled.commands) == (python.cycles, python.row_hits,
                                                                        python.commands)
     # the standby energy's open-row time, tracked by each engine from its own issues
@@ -130,8 +130,8 @@ def test_compiled_core_equals_the_reference_on_random_streams(config, options, r
     python = replay(memory, trace, record_commands=True, engine="python")
     compiled = replay(memory, trace, record_commands=True, engine="compiled")
     assert compiled.command_log == python.command_log
-    assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
-                                                                             python.commands)
+    assert ((compiled.cycles, compiled.read_latencies.tolist(), compiled.commands)
+            == (python.cycles, python.read_latencies.tolist(), python.commands))
 
 
 def _stored_or_replayed(case) -> bool:
@@ -157,5 +157,5 @@ def test_compiled_core_equals_the_reference_on_every_shared_trace(dram_traces, c
     compiled = replay(memory, prefix, record_commands=True, engine="compiled")
     assert len(python.command_log) >= len(prefix)
     assert compiled.command_log == python.command_log
-    assert (compiled.cycles, compiled.read_latencies, compiled.commands) == (python.cycles, python.read_latencies,
-                                                                             python.commands)
+    assert ((compiled.cycles, compiled.read_latencies.tolist(), compiled.commands)
+            == (python.cycles, python.read_latencies.tolist(), python.commands))

@@ -50,7 +50,7 @@ def run(reqs, mem=None):
 def test_two_row_hits():
     r = run([(0, False, 0, 0), (0, False, 0, 0)])
     # ACT@0, RD@22 (tRCD), RD@30 (tCCD_L): data at 48 and 56
-    assert r.read_latencies == [48, 56]
+    assert r.read_latencies.tolist() == [48, 56]
     assert r.cycles == 57
     assert r.commands == {"ACT": 1, "RD": 2}
     assert r.row_hit_rate == 0.5
@@ -65,15 +65,15 @@ def test_write_completes_when_issued():
 def test_row_conflict():
     r = run([(0, False, 0, 0), (0, False, 0, 1)])
     # PRE waits max(tRAS 52, RD@22 + tRTP 12) = 52; ACT@74 (tRP, tRC); RD@96; data at 122
-    assert r.read_latencies == [48, 122]
+    assert r.read_latencies.tolist() == [48, 122]
     assert r.commands == {"ACT": 2, "PRE": 1, "RD": 2}
 
 
 def test_refresh_blocks_its_rank_only():
     # rank 0's first refresh falls due at tREFI / 2 = 6240: REF@6240, ACT@6800, RD@6822, data@6848
-    assert run([(6240, False, 0, 0)]).read_latencies == [608]
+    assert run([(6240, False, 0, 0)]).read_latencies.tolist() == [608]
     # bank 16 is in rank 1: only the command bus is busy for the REF cycle
-    assert run([(6240, False, 16, 0)]).read_latencies == [49]
+    assert run([(6240, False, 16, 0)]).read_latencies.tolist() == [49]
 
 
 def test_frfcfs_serves_a_younger_hit_first_and_fcfs_does_not():
@@ -87,7 +87,7 @@ def test_frfcfs_serves_a_younger_hit_first_and_fcfs_does_not():
 def test_closed_page_precharges_with_the_read():
     r = run([(0, False, 0, 0), (100, False, 0, 0)], memory(overrides=["page_policy=closed"]))
     assert r.commands == {"ACT": 2, "RDA": 2}
-    assert r.read_latencies == [48, 48]
+    assert r.read_latencies.tolist() == [48, 48]
 
 
 def test_per_bank_queues_add_the_move_cycle():

@@ -67,8 +67,16 @@ BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
 Q_N, Q_CMD, Q_REQ, Q_LB, Q_STALE, Q_LEAST, Q_ORD, N_Q = 0, 1, 4, 7, 10, 11, 12, 13
 
 
+# the tables `build_tables` returns, in this order: the update and window lists are one array (`UPDATES`),
+# segments after a header of their offsets, as a call copies each array argument onto the stack field by field
+T_SLOT_BASE, T_CHK_PTR, T_CHK_IDX, T_UPDATES, T_LEVEL, T_SPAN, N_T = range(7)
+# segments of T_UPDATES: per (command, node) slot its updates' and windows' ranges, then per update its next_at
+# index and latency, per window its slot, count and cycles and its members' range, then the members
+U_PTR, U_IDX, U_LAT, W_PTR, W_SLOT, W_COUNT, W_CYCLES, M_PTR, M_IDX, N_U = range(10)
+
+
 def build_tables(tables: ChannelTables):
-    """Flat check / update / window lists for every command at every node of its level."""
+    """Flat check / update / window lists for every command at every node of its level (`T_*`)."""
     n_cmds = tables.n_ids                       # the declared commands and their variants made so far
     slot_base = np.zeros(n_cmds + 1, np.int64)
     for c in range(n_cmds):
@@ -96,9 +104,15 @@ def build_tables(tables: ChannelTables):
     span = np.ones(BANK + 1, np.int64)          # banks under one node of each level
     for lv in range(BANK - 1, -1, -1):
         span[lv] = span[lv + 1] * tables.fanout[lv + 1]
+    segments = (upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx)
+    updates, at = [], N_U
+    for seg in segments:
+        updates.append(at)
+        at += len(seg)
+    for seg in segments:
+        updates += seg
     arr = lambda x: np.asarray(x, np.int64)
-    return (slot_base, arr(chk_ptr), arr(chk_idx), arr(upd_ptr), arr(upd_idx), arr(upd_lat), arr(win_ptr),
-            arr(win_slot), arr(win_count), arr(win_cycles), arr(mem_ptr), arr(mem_idx), level, span)
+    return slot_base, arr(chk_ptr), arr(chk_idx), arr(updates), level, span
 
 
 # ---- timing state ---------------------------------------------------------------------------------
@@ -106,13 +120,13 @@ def build_tables(tables: ChannelTables):
 @njit(cache=True, inline="always", _nrt=False)
 def checks(T):
     """The tables `_earliest` reads (its `C`)."""
-    return T[0], T[1], T[2]
+    return T[T_SLOT_BASE], T[T_CHK_PTR], T[T_CHK_IDX]
 
 
 @njit(cache=True, inline="always", _nrt=False)
 def updates(T):
     """The tables `_state_issue` reads (its `U`)."""
-    return T[0], T[3], T[4], T[5], T[6], T[7], T[8], T[9], T[10], T[11]
+    return T[T_SLOT_BASE], T[T_UPDATES]
 
 
 @njit(cache=True, inline="always", _nrt=False)
@@ -135,16 +149,19 @@ def _earliest(C, next_at, base, cmd, k, t):
 
 @njit(cache=True, _nrt=False)
 def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
-    slot_base, upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = U
+    slot_base, F = U
     s = slot_base[cmd] + k
-    for i in range(upd_ptr[s], upd_ptr[s + 1]):
-        v = t + upd_lat[i]
-        j = base + upd_idx[i]
+    upd_ptr, upd_idx, upd_lat = F[U_PTR] + s, F[U_IDX], F[U_LAT]
+    for i in range(F[upd_ptr], F[upd_ptr + 1]):
+        v = t + F[upd_lat + i]
+        j = base + F[upd_idx + i]
         if v > next_at[j]:
             next_at[j] = v
-    for w in range(win_ptr[s], win_ptr[s + 1]):
-        ws = wbase + win_slot[w]
-        count = win_count[w]
+    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = (F[W_PTR] + s, F[W_SLOT], F[W_COUNT], F[W_CYCLES],
+                                                                  F[M_PTR], F[M_IDX])
+    for w in range(F[win_ptr], F[win_ptr + 1]):
+        ws = wbase + F[win_slot + w]
+        count = F[win_count + w]
         n = hist_len[ws]
         if n < count:                       # a deque of the last `count` issue cycles
             hist[ws, (hist_head[ws] + n) % count] = t
@@ -153,9 +170,9 @@ def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch,
             hist[ws, hist_head[ws]] = t
             hist_head[ws] = (hist_head[ws] + 1) % count
         if hist_len[ws] == count:           # the next member waits for the oldest + window
-            v = hist[ws, hist_head[ws]] + win_cycles[w]
-            for i in range(mem_ptr[w], mem_ptr[w + 1]):
-                j = base + mem_idx[i]
+            v = hist[ws, hist_head[ws]] + F[win_cycles + w]
+            for i in range(F[mem_ptr + w], F[mem_ptr + w + 1]):
+                j = base + F[mem_idx + i]
                 if v > next_at[j]:
                     next_at[j] = v
     issued[ch, cmd] += 1
@@ -232,7 +249,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
     nb, n_cmds = P[P_NB], P[P_NCMDS]
     ACT, PRE, RD, WR, RDA, WRA, PREA = P[P_ACT], P[P_PRE], P[P_RD], P[P_WR], P[P_RDA], P[P_WRA], P[P_PREA]
     per_bank, fcfs, rowhit, cap = P[P_PER_BANK] != 0, P[P_FCFS] != 0, P[P_ROWHIT] != 0, P[P_CAP]
-    level, span = T[12], T[13]
+    level, span = T[T_LEVEL], T[T_SPAN]
     # a call copies each array argument onto the stack field by field, which with all fourteen tables costs
     # more than the callee's work: each callee gets the tables it reads (checks: _earliest; updates: _state_issue)
     C, U = checks(T), updates(T)
@@ -263,9 +280,10 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
     next_at = np.zeros(n_ch * n_at, np.int64)
     n_w = P[P_NW]
     maxc = 1
-    for w in range(T[8].shape[0]):
-        if T[8][w] > maxc:
-            maxc = T[8][w]
+    F = T[T_UPDATES]
+    for w in range(F[W_COUNT], F[W_CYCLES]):
+        if F[w] > maxc:
+            maxc = F[w]
     hist = np.zeros((n_ch * max(n_w, 1), maxc), np.int64)
     hist_len = np.zeros(n_ch * max(n_w, 1), np.int64)
     hist_head = np.zeros(n_ch * max(n_w, 1), np.int64)
@@ -693,6 +711,8 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
         if kind < 0:
             continue
         cls = 0 if kind == AQ else 2
+        if found and bt <= now and bcls < cls:  # every candidate issues at `now` or later: none of these can win
+            continue
         q0 = (c * 4 + kind) * nb
         words = (nb + 63) // 64
         for w in range(words):
@@ -741,7 +761,7 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
     return found, bt, bcls, bord, bcmd, bk, breq
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, inline="always", _nrt=False)     # (a few stores: less than the call)
 def _touch(qc, nb, c, b0, b1):
     """Banks b0 .. b1 - 1 changed (a queue, the open row, the hit count): their cached candidates are stale."""
     for kind in range(4):

@@ -34,7 +34,8 @@ class ReplayResult:
     cycles: int
     tck_s: float
     access_bytes: int
-    read_latencies: list[int] = field(repr=False)
+    # in request order (int64: the compiled core's arrays as they come, no list of a million ints)
+    read_latencies: np.ndarray = field(repr=False)
     row_hits: int
     commands: dict[str, int]
     # (cycle, channel, command, {level: index}, row, column, request), when recorded
@@ -53,20 +54,20 @@ class ReplayResult:
     @property
     def avg_read_latency_cycles(self) -> float:
         lat = self.read_latencies
-        return sum(lat) / len(lat) if lat else 0.0
+        return int(lat.sum()) / len(lat) if len(lat) else 0.0
 
     @property
     def row_hit_rate(self) -> float:
         return self.row_hits / self.requests if self.requests else 0.0
 
     def percentile(self, p: float) -> int:
-        lat = sorted(self.read_latencies)
-        if not lat:
+        lat = np.sort(self.read_latencies)
+        if not len(lat):
             return 0
-        return lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))]
+        return int(lat[min(len(lat) - 1, int(round(p / 100 * (len(lat) - 1))))])
 
     def to_json(self) -> dict:
-        lat = np.asarray(self.read_latencies, np.int64)
+        lat = self.read_latencies
         mid = int(np.partition(lat, (len(lat) - 1) // 2)[(len(lat) - 1) // 2]) if len(lat) else 0   # (no full sort)
         return {
             "memory": self.memory, "requests": self.requests, "reads": self.reads, "writes": self.writes,
@@ -132,7 +133,7 @@ def replay(memory: Memory, trace: Trace, record_commands: bool = False, engine: 
         result = ReplayResult(
             memory=one.memory, requests=one.requests * n_ch, reads=one.reads * n_ch, writes=one.writes * n_ch,
             cycles=one.cycles, tck_s=one.tck_s, access_bytes=one.access_bytes,
-            read_latencies=one.read_latencies * n_ch, row_hits=one.row_hits * n_ch,
+            read_latencies=np.tile(one.read_latencies, n_ch), row_hits=one.row_hits * n_ch,
             commands={k: v * n_ch for k, v in one.commands.items()},
             active_rank_cycles=one.active_rank_cycles * n_ch)
         return _with_energy(memory, result, n_ch)
@@ -224,7 +225,7 @@ def _replay_python(memory: Memory, trace: Trace, n_ch: int, record_commands: boo
     return ReplayResult(
         memory=memory.name, requests=n, reads=len(latencies), writes=n - len(latencies),
         cycles=last + 1, tck_s=memory.part.tck_s, access_bytes=memory.organization.access_bytes,
-        read_latencies=latencies, row_hits=sum(1 for x in log.first_cmd if x == "hit"),
+        read_latencies=np.array(latencies, np.int64), row_hits=sum(1 for x in log.first_cmd if x == "hit"),
         commands={k: v for k, v in counts.items() if v},
         command_log=_command_log(tables, records, trace) if record_commands else None,
         active_rank_cycles=active)
@@ -244,7 +245,7 @@ def _replay_compiled(memory: Memory, trace: Trace, n_ch: int, record_commands: b
     # rows still open at the end count until then (energy.RowActivity.active_cycles)
     active = int(rows[:, :, 2].sum() + ((end - rows[:, :, 1]) * (rows[:, :, 0] > 0)).sum())
     is_write = np.asarray(trace.is_write, bool)
-    latencies = (done[~is_write] - accepted[~is_write]).tolist()
+    latencies = done[~is_write] - accepted[~is_write]
     counts = issued.sum(axis=0)
     records = None
     if record_commands:

@@ -21,7 +21,7 @@ import numpy as np
 
 from ...aot import bind
 from ...jit_cache import njit
-from .core import _earliest, _state_issue, checks, updates
+from .core import T_SPAN, _earliest, _state_issue, checks, updates
 from .tables import BANK
 
 # per-command table columns
@@ -42,7 +42,7 @@ def _refresh_before(T, Q, G, next_at, hist, hist_len, hist_head, issued, rows, o
     """Refresh unit `u` while it falls due by cycle + span (CommandTimer._refresh_before); the cycle
     the command may issue from, and the log (grown when full). Called only when one falls due (a
     call with the NRT's reference counts of some thirty arrays costs more than issuing a command)."""
-    span_of = T[13]
+    span_of = T[T_SPAN]
     ref, prea, tREFI = Q[Q_REF], Q[Q_PREA], Q[Q_TREFI]
     base, wbase = s * Q[Q_NAT], s * Q[Q_NW]
     b0 = u * span_of[Q[Q_REF_LEVEL]]
@@ -93,7 +93,7 @@ def issue_run(T, Q, C, places, code, row, estimate, G, next_at, hist, hist_len, 
     """Issue commands 0.. of the run in order (CommandTimer.issue); `cycles[i]` their cycles.
     Returns (status, index, detail, detail, log): status OK when all issued, else the error of
     command `index`, before which every command has issued."""
-    span_of = T[13]
+    span_of = T[T_SPAN]
     n_at, n_w, ref_level = Q[Q_NAT], Q[Q_NW], Q[Q_REF_LEVEL]
     for i in range(code.shape[0]):
         p = code[i]

@@ -18,6 +18,11 @@ from ...jit_cache import njit
 # address fields, in the order of `fields` rows
 FIELDS = ("channel", "pseudo_channel", "rank", "bank_group", "bank", "row", "column")
 MAX_HEX, MAX_DEC = 15, 18               # the numpy reader's digit limits (int64 with room to spare)
+# each byte's value as a hexadecimal digit, -1 if none: a lookup rather than range tests, whose branches a random
+# address's mix of digits and letters mispredicts
+HEX_VALUE = np.full(256, -1, np.int64)
+for _i, _ch in enumerate(b"0123456789abcdef"):
+    HEX_VALUE[_ch] = HEX_VALUE[ord(chr(_ch).upper())] = _i
 
 
 @njit(cache=True, _nrt=False)
@@ -84,13 +89,10 @@ def scan_dramsim3(data, capacity, write_words, fields, dims):
             return -1, arrival, is_write, channel, bank, row, column
         address = 0
         for j in range(a0, a1):
-            d = data[j] | 0x20
-            if 48 <= d <= 57:
-                address = address * 16 + (d - 48)
-            elif 97 <= d <= 102:
-                address = address * 16 + (d - 87)
-            else:
+            d = HEX_VALUE[data[j]]
+            if d < 0:
                 return -1, arrival, is_write, channel, bank, row, column
+            address = address * 16 + d
         if address >= capacity:
             return -1, arrival, is_write, channel, bank, row, column
         # the arrival cycle: decimal, not before the previous one
@@ -122,8 +124,8 @@ def scan_dramsim3(data, capacity, write_words, fields, dims):
             return -1, arrival, is_write, channel, bank, row, column
         writing = False
         if o1 - o0 <= 8:
-            for w in write_words:
-                if w == word:
+            for j in range(write_words.shape[0]):       # (by index: iterating an array counts references)
+                if write_words[j] == word:
                     writing = True
         # decoded onto the hierarchy (traces._decode)
         for f in range(len(FIELDS)):
