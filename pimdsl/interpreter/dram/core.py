@@ -46,6 +46,9 @@ NEVER = 1 << 62
 # once per argument type it meets while inferring the caller, and a literal (0, NEVER, False) is a
 # type of its own, so each would compile another copy of the callee (and of everything it calls).
 NEVER64, ZERO64, ONE64 = np.int64(NEVER), np.int64(0), np.int64(1)
+# An index known not to be negative, as numba tests every signed index for a negative one (and wraps it):
+# a few instructions an access, which add up in the scheduler's inner loops
+U = np.uint64
 TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
@@ -133,16 +136,16 @@ def updates(T):
 @njit(cache=True, inline="always", _nrt=False)
 def _earliest(C, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = C
-    s = slot_base[cmd] + k
-    first, end = chk_ptr[s], chk_ptr[s + 1]
+    s = U(slot_base[U(cmd)] + k)
+    first, end = chk_ptr[s], chk_ptr[s + ONE_BIT]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
         for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
-            v = next_at[base + chk_idx[first + i]]
+            v = next_at[U(base + chk_idx[U(first + i)])]
             if v > t:
                 t = v
         return t
     for i in range(first, end):
-        v = next_at[base + chk_idx[i]]
+        v = next_at[U(base + chk_idx[U(i)])]
         if v > t:
             t = v
     return t
@@ -735,7 +738,7 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
             while m:
               b = w * 64 + _lowest_bit(m)
               m &= m - ONE_BIT
-              q = q0 + b
+              q = U(q0 + b)
               if blocked[c, b] and cls:
                   continue
               # ties: the oldest request, or (round_robin) the first bank after the last served
@@ -756,18 +759,18 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                       continue
               least = NEVER64
               for i in range(qc[Q_N, q]):
-                  cmd = qc[Q_CMD + i, q]
+                  cmd = qc[U(Q_CMD + i), q]
                   if no_act and cmd == act:     # no ACT before the previous one's second cycle
-                      least = min(least, qc[Q_LB + i, q])
+                      least = min(least, qc[U(Q_LB + i), q])
                       continue
-                  req = qc[Q_REQ + i, q]
-                  t = max(now, qc[Q_LB + i, q])
-                  o = ahead + order[req]
+                  req = qc[U(Q_REQ + i), q]
+                  t = max(now, qc[U(Q_LB + i), q])
+                  o = ahead + order[U(req)]
                   if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
-                      least = min(least, qc[Q_LB + i, q])
+                      least = min(least, qc[U(Q_LB + i), q])
                       continue                  # its bound cannot win
-                  t = _earliest(C, next_at, base, cmd, b, max(t, eligible[req]))
-                  qc[Q_LB + i, q] = t
+                  t = _earliest(C, next_at, base, cmd, b, max(t, eligible[U(req)]))
+                  qc[U(Q_LB + i), q] = t
                   least = min(least, t)
                   if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                       found = True
