@@ -48,7 +48,7 @@ NEVER = 1 << 62
 NEVER64, ZERO64, ONE64 = np.int64(NEVER), np.int64(0), np.int64(1)
 # An index known not to be negative, as numba tests every signed index for a negative one (and wraps it):
 # a few instructions an access, which add up in the scheduler's inner loops
-U = np.uint64
+UI = np.uint64
 TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
@@ -62,9 +62,9 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 # rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
-# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion and
-# queue kind; a bank's open row, hits since its ACT and whether a refresh holds it
-R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, N_R = range(8)
+# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion,
+# queue kind and, copied from the trace for the callees, its row, whether it writes and its bank; a bank's open row, hits since its ACT and whether a refresh holds it
+R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, R_ROW, R_WRITE, R_BANK, N_R = range(11)
 BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
 # rows of the scheduler's cache (_best_cached), a column per queue: its bank's candidates' count, commands,
 # requests and lower bounds of their issue cycles, whether they are stale, the least bound, the oldest age
@@ -136,16 +136,16 @@ def updates(T):
 @njit(cache=True, inline="always", _nrt=False)
 def _earliest(C, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = C
-    s = U(slot_base[U(cmd)] + k)
+    s = UI(slot_base[UI(cmd)] + k)
     first, end = chk_ptr[s], chk_ptr[s + ONE_BIT]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
         for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
-            v = next_at[U(base + chk_idx[U(first + i)])]
+            v = next_at[UI(base + chk_idx[UI(first + i)])]
             if v > t:
                 t = v
         return t
     for i in range(first, end):
-        v = next_at[U(base + chk_idx[U(i)])]
+        v = next_at[UI(base + chk_idx[UI(i)])]
         if v > t:
             t = v
     return t
@@ -264,6 +264,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
                                                         R[R_WHERE])
     eligible[:] = 0
     order[:] = np.arange(n)
+    R[R_ROW], R[R_WRITE], R[R_BANK] = row, is_write, bank
     accepted[:] = 0
     first_cmd = np.zeros(n, np.int8)
     nq = n_ch * 4 * nb
@@ -344,8 +345,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
-                        bank, cands, cache)
+                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -365,8 +365,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
-                            bank, cands, cache)
+                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -397,7 +396,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
                     _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
-                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, row, is_write, qhead, qtail,
+                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, qhead, qtail,
                                     qlen, qmask)
                     _touch(qc, nb, c, k, k + 1)
             if per_bank:
@@ -498,13 +497,13 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
-            cache):
+def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
     open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
     nxt, eligible, order, accepted = R[R_NXT], R[R_ELIG], R[R_ORD], R[R_ACC]
+    row, is_write, bank = R[R_ROW], R[R_WRITE], R[R_BANK]
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
@@ -738,7 +737,7 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
             while m:
               b = w * 64 + _lowest_bit(m)
               m &= m - ONE_BIT
-              q = U(q0 + b)
+              q = UI(q0 + b)
               if blocked[c, b] and cls:
                   continue
               # ties: the oldest request, or (round_robin) the first bank after the last served
@@ -759,18 +758,18 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
                       continue
               least = NEVER64
               for i in range(qc[Q_N, q]):
-                  cmd = qc[U(Q_CMD + i), q]
+                  cmd = qc[UI(Q_CMD + i), q]
                   if no_act and cmd == act:     # no ACT before the previous one's second cycle
-                      least = min(least, qc[U(Q_LB + i), q])
+                      least = min(least, qc[UI(Q_LB + i), q])
                       continue
-                  req = qc[U(Q_REQ + i), q]
-                  t = max(now, qc[U(Q_LB + i), q])
-                  o = ahead + order[U(req)]
+                  req = qc[UI(Q_REQ + i), q]
+                  t = max(now, qc[UI(Q_LB + i), q])
+                  o = ahead + order[UI(req)]
                   if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
-                      least = min(least, qc[U(Q_LB + i), q])
+                      least = min(least, qc[UI(Q_LB + i), q])
                       continue                  # its bound cannot win
-                  t = _earliest(C, next_at, base, cmd, b, max(t, eligible[U(req)]))
-                  qc[U(Q_LB + i), q] = t
+                  t = _earliest(C, next_at, base, cmd, b, max(t, eligible[UI(req)]))
+                  qc[UI(Q_LB + i), q] = t
                   least = min(least, t)
                   if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
                       found = True
@@ -833,10 +832,10 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 
 @njit(cache=True, _nrt=False)
-def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, row, is_write,
-                    qhead, qtail, qlen, qmask):
+def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, qhead, qtail, qlen, qmask):
     open_row, hits = BS[BS_OPEN], BS[BS_HITS]
     nxt, prv, done, where = R[R_NXT], R[R_PRV], R[R_DONE], R[R_WHERE]
+    row, is_write = R[R_ROW], R[R_WRITE]
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
