@@ -8,6 +8,7 @@ request streams under random controller options (hypothesis).
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -156,6 +157,29 @@ def test_compiled_core_equals_the_reference_on_every_shared_trace(dram_traces, c
     python = replay(memory, prefix, record_commands=True, engine="python")
     compiled = replay(memory, prefix, record_commands=True, engine="compiled")
     assert len(python.command_log) >= len(prefix)
+    assert compiled.command_log == python.command_log
+    assert ((compiled.cycles, compiled.read_latencies.tolist(), compiled.commands)
+            == (python.cycles, python.read_latencies.tolist(), python.commands))
+
+
+@pytest.mark.parametrize("options", [[], ["scheduler=frfcfs_rowhit", "bank_arbitration=round_robin"],
+                                     ["queue_structure=per_bank"]])
+def test_compiled_core_equals_the_reference_past_64_banks_a_channel(options):
+    """A channel of 128 banks (DDR4 with 8 ranks): the scheduler's bitmasks of bank queues span two words,
+    which no bundled memory needs; random reads and writes over every bank, a few rows each."""
+    overrides = ["ddr4_3200.part.ranks=8", "ddr4_3200.controller.read_queue_depth=64",
+                 "ddr4_3200.controller.write_queue_depth=64"] + [f"ddr4_3200.controller.{o}" for o in options]
+    spec, diags = load_spec(str(specs_dir() / "reference" / "dram.pim"), overrides)
+    assert spec is not None, diags.render_all()
+    memory = spec.memories["ddr4_3200"]
+    banks = request_tables(memory).banks
+    assert banks == 128
+    rng = np.random.default_rng(7)
+    n = 1500
+    trace = Trace(np.sort(rng.integers(0, 8000, n)).tolist(), (rng.random(n) < 0.3).tolist(), [0] * n,
+                  rng.integers(0, banks, n).tolist(), rng.integers(0, 3, n).tolist(), [0] * n)
+    python = replay(memory, trace, record_commands=True, engine="python")
+    compiled = replay(memory, trace, record_commands=True, engine="compiled")
     assert compiled.command_log == python.command_log
     assert ((compiled.cycles, compiled.read_latencies.tolist(), compiled.commands)
             == (python.cycles, python.read_latencies.tolist(), python.commands))

@@ -22,8 +22,9 @@ recomputed only when something happens at the bank (a request enters or leaves,
 a command issues there, a refresh closes it: `_touch`); a cached issue cycle is
 a lower bound, since next_at only rises, and is recomputed only when the bound
 could beat the best candidate so far. A bitmask per channel and queue kind names the non-empty bank
-queues, so a decision visits only those, and skips one whose least bound and oldest candidate cannot
-beat the best so far (`Q_LEAST`, `Q_ORD`). The loop jumps from event to event (a
+queues; of those a decision visits only the ones whose least bound (`Q_LEAST`) is at most the best so far,
+picked by one branch-free pass over the bounds (`_at_most`) rather than by a test per queue, and skips
+one whose least bound and oldest candidate cannot beat the best so far (`Q_ORD`). The loop jumps from event to event (a
 command, a refresh falling due, an arrival), as the reference does; fcfs, which
 looks at one request, scans (`_best_oldest`).
 """
@@ -45,6 +46,9 @@ NEVER = 1 << 62
 # once per argument type it meets while inferring the caller, and a literal (0, NEVER, False) is a
 # type of its own, so each would compile another copy of the callee (and of everything it calls).
 NEVER64, ZERO64, ONE64 = np.int64(NEVER), np.int64(0), np.int64(1)
+# An index known not to be negative, as numba tests every signed index for a negative one (and wraps it):
+# a few instructions an access, which add up in the scheduler's inner loops
+UI = np.uint64
 TIMER = -1                            # a decision's command: a refresh falls due
 RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, command queue
 # fields of a channel's row in `cs`
@@ -58,9 +62,9 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 # rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
-# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion and
-# queue kind; a bank's open row, hits since its ACT and whether a refresh holds it
-R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, N_R = range(8)
+# array argument onto the stack): a request's queue links, eligible cycle, age, acceptance, completion,
+# queue kind and, copied from the trace for the callees, its row, whether it writes and its bank; a bank's open row, hits since its ACT and whether a refresh holds it
+R_NXT, R_PRV, R_ELIG, R_ORD, R_ACC, R_DONE, R_WHERE, R_ROW, R_WRITE, R_BANK, N_R = range(11)
 BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
 # rows of the scheduler's cache (_best_cached), a column per queue: its bank's candidates' count, commands,
 # requests and lower bounds of their issue cycles, whether they are stale, the least bound, the oldest age
@@ -132,16 +136,16 @@ def updates(T):
 @njit(cache=True, inline="always", _nrt=False)
 def _earliest(C, next_at, base, cmd, k, t):
     slot_base, chk_ptr, chk_idx = C
-    s = slot_base[cmd] + k
-    first, end = chk_ptr[s], chk_ptr[s + 1]
+    s = UI(slot_base[UI(cmd)] + k)
+    first, end = chk_ptr[s], chk_ptr[s + ONE_BIT]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
         for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
-            v = next_at[base + chk_idx[first + i]]
+            v = next_at[UI(base + chk_idx[UI(first + i)])]
             if v > t:
                 t = v
         return t
     for i in range(first, end):
-        v = next_at[base + chk_idx[i]]
+        v = next_at[UI(base + chk_idx[UI(i)])]
         if v > t:
             t = v
     return t
@@ -260,6 +264,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
                                                         R[R_WHERE])
     eligible[:] = 0
     order[:] = np.arange(n)
+    R[R_ROW], R[R_WRITE], R[R_BANK] = row, is_write, bank
     accepted[:] = 0
     first_cmd = np.zeros(n, np.int8)
     nq = n_ch * 4 * nb
@@ -340,8 +345,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
-                        bank, cands, cache)
+                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -361,8 +365,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write,
-                            bank, cands, cache)
+                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
@@ -393,7 +396,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
                     _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
                     _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
-                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, row, is_write, qhead, qtail,
+                    _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, qhead, qtail,
                                     qlen, qmask)
                     _touch(qc, nb, c, k, k + 1)
             if per_bank:
@@ -494,13 +497,13 @@ def _falls_due(P, units, cs, c, now, due, pending, blocked):
 
 
 @njit(cache=True, _nrt=False)
-def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, row, is_write, bank, cands,
-            cache):
+def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
     open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
     nxt, eligible, order, accepted = R[R_NXT], R[R_ELIG], R[R_ORD], R[R_ACC]
+    row, is_write, bank = R[R_ROW], R[R_WRITE], R[R_BANK]
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
         _falls_due(P, units, cs, c, now, due, pending, blocked)
@@ -702,11 +705,13 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
     the bank (`_touch` marks it stale); their issue cycles only rise (next_at never falls), so a cached
     cycle is a lower bound, and a candidate's cycle is recomputed only when its bound would beat the best
     so far. The result does not depend on the order queues are visited in: every key (cycle, class,
-    age) is distinct."""
+    age) is distinct. Of ~21 non-empty queues (DDR4 random reads) only ~8 have a bound that low; visiting
+    each of the others only to skip it cost a mispredicted branch apiece."""
     qc, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
     cand_cmd, cand_req = cands[0], cands[1]
+    words = (nb + 63) // 64
     for kind in kinds:
         if kind < 0:
             continue
@@ -714,52 +719,87 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
         if found and bt <= now and bcls < cls:  # every candidate issues at `now` or later: none of these can win
             continue
         q0 = (c * 4 + kind) * nb
-        words = (nb + 63) // 64
         for w in range(words):
-          m = qmask[(c * 4 + kind) * words + w]
-          while m:                              # the non-empty queues, in bank order
-            b = w * 64 + _lowest_bit(m)
-            m &= m - ONE_BIT
-            q = q0 + b
-            if blocked[c, b] and cls:
-                continue
-            # ties: the oldest request, or (round_robin) the first bank after the last served
-            ahead = (b - last - 1 + nb) % nb * rr if rr else 0
-            if qc[Q_STALE, q]:
-                n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
-                                is_write, cand_cmd, cand_req)
-                oldest = NEVER64
-                for i in range(n):
-                    qc[Q_CMD + i, q], qc[Q_REQ + i, q], qc[Q_LB + i, q] = cand_cmd[i], cand_req[i], 0
-                    oldest = min(oldest, order[cand_req[i]])
-                qc[Q_N, q] = n
-                qc[Q_ORD, q] = oldest
-                qc[Q_STALE, q] = 0
-            elif found:                         # the least of its bounds and ages cannot win: no candidate can
-                t = max(now, qc[Q_LEAST, q])
-                if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + qc[Q_ORD, q] > bord):
-                    continue
-            least = NEVER64
-            for i in range(qc[Q_N, q]):
-                cmd = qc[Q_CMD + i, q]
-                if no_act and cmd == act:       # no ACT before the previous one's second cycle
-                    least = min(least, qc[Q_LB + i, q])
-                    continue
-                req = qc[Q_REQ + i, q]
-                t = max(now, qc[Q_LB + i, q])
-                o = ahead + order[req]
-                if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
-                    least = min(least, qc[Q_LB + i, q])
-                    continue                    # its bound cannot win
-                t = _earliest(C, next_at, base, cmd, b, max(t, eligible[req]))
-                qc[Q_LB + i, q] = t
-                least = min(least, t)
-                if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
-                    found = True
-                    bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
-            qc[Q_LEAST, q] = least
+          live = qmask[(c * 4 + kind) * words + w]   # the non-empty queues not visited yet
+          qw, nw = q0 + w * 64, min(64, nb - w * 64)
+          thr = bt if found else now
+          while live:
+            # Visit only the queues whose least bound is at most the best so far (or `now` before anything is
+            # found; a stale queue's bound is 0): any other cannot win, and as the best only improves, one
+            # left out stays out. Before anything is found, the queues of the least bound go first.
+            m = _at_most(qc, qw, nw, thr) & live
+            if not m:
+                if found:
+                    break
+                thr = _least(qc, qw, live)
+                m = _at_most(qc, qw, nw, thr) & live
+            live &= ~m
+            while m:
+              b = w * 64 + _lowest_bit(m)
+              m &= m - ONE_BIT
+              q = UI(q0 + b)
+              if blocked[c, b] and cls:
+                  continue
+              # ties: the oldest request, or (round_robin) the first bank after the last served
+              ahead = (b - last - 1 + nb) % nb * rr if rr else 0
+              if qc[Q_STALE, q]:
+                  n = _bank_cands(P, c, b, qhead[q], False, open_row[c, b], qhead, qlen, nxt, hits, accepted, row,
+                                  is_write, cand_cmd, cand_req)
+                  oldest = NEVER64
+                  for i in range(n):
+                      qc[Q_CMD + i, q], qc[Q_REQ + i, q], qc[Q_LB + i, q] = cand_cmd[i], cand_req[i], 0
+                      oldest = min(oldest, order[cand_req[i]])
+                  qc[Q_N, q] = n
+                  qc[Q_ORD, q] = oldest
+                  qc[Q_STALE, q] = 0
+              elif found:                   # the least of its bounds and ages cannot win: no candidate can
+                  t = max(now, qc[Q_LEAST, q])
+                  if t > bt or t == bt and (cls > bcls or cls == bcls and ahead + qc[Q_ORD, q] > bord):
+                      continue
+              least = NEVER64
+              for i in range(qc[Q_N, q]):
+                  cmd = qc[UI(Q_CMD + i), q]
+                  if no_act and cmd == act:     # no ACT before the previous one's second cycle
+                      least = min(least, qc[UI(Q_LB + i), q])
+                      continue
+                  req = qc[UI(Q_REQ + i), q]
+                  t = max(now, qc[UI(Q_LB + i), q])
+                  o = ahead + order[UI(req)]
+                  if found and not (t < bt or t == bt and (cls < bcls or cls == bcls and o < bord)):
+                      least = min(least, qc[UI(Q_LB + i), q])
+                      continue                  # its bound cannot win
+                  t = _earliest(C, next_at, base, cmd, b, max(t, eligible[UI(req)]))
+                  qc[UI(Q_LB + i), q] = t
+                  least = min(least, t)
+                  if not found or t < bt or t == bt and (cls < bcls or cls == bcls and o < bord):
+                      found = True
+                      bt, bcls, bord, bcmd, bk, breq = t, cls, o, cmd, b, req
+              qc[Q_LEAST, q] = least
+            if found and bt <= thr:         # the queues left have bounds above `thr`: none can win
+                break
+            thr = bt if found else now
     return found, bt, bcls, bord, bcmd, bk, breq
 
+
+@njit(cache=True, inline="always", _nrt=False)
+def _at_most(qc, q0, n, thr):
+    """A bitmask of the queues q0 .. q0 + n - 1 whose least bound is at most `thr`. A bit shifted in per queue
+    makes each step depend on the one before, which keeps the loop scalar: vectorized for the generic x86-64
+    of the ahead-of-time build (no 64-bit compares, no per-lane shifts), it ran many times slower."""
+    m = np.uint64(0)
+    for i in range(n - 1, -1, -1):      # (an unsigned index: no test for a negative one)
+        m = m + m + np.uint64(qc[Q_LEAST, np.uint64(q0 + i)] <= thr)
+    return m
+
+
+@njit(cache=True, inline="always", _nrt=False)
+def _least(qc, q0, live):
+    """The least bound among the queues q0 + i of the bits i set in `live`."""
+    lo = NEVER64
+    while live:
+        lo = min(lo, qc[Q_LEAST, q0 + _lowest_bit(live)])
+        live &= live - ONE_BIT
+    return lo
 
 @njit(cache=True, inline="always", _nrt=False)     # (a few stores: less than the call)
 def _touch(qc, nb, c, b0, b1):
@@ -767,6 +807,7 @@ def _touch(qc, nb, c, b0, b1):
     for kind in range(4):
         for b in range(b0, b1):
             qc[Q_STALE, (c * 4 + kind) * nb + b] = 1
+            qc[Q_LEAST, (c * 4 + kind) * nb + b] = 0     # (so that a decision visits it: _at_most)
 
 
 @njit(cache=True, _nrt=False)
@@ -791,10 +832,10 @@ def _column_cmd(P, c, hit, orow, b, qhead, nxt, row, is_write):
 
 
 @njit(cache=True, _nrt=False)
-def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, row, is_write,
-                    qhead, qtail, qlen, qmask):
+def _issued_request(P, cs, c, cmd, b, req, t, BS, first_cmd, R, in_bank, qhead, qtail, qlen, qmask):
     open_row, hits = BS[BS_OPEN], BS[BS_HITS]
     nxt, prv, done, where = R[R_NXT], R[R_PRV], R[R_DONE], R[R_WHERE]
+    row, is_write = R[R_ROW], R[R_WRITE]
     cs[c, LAST_BANK] = b
     if cmd == P[P_ACT]:
         if P[P_AAD]:
