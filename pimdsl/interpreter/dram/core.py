@@ -153,32 +153,34 @@ def _earliest(C, next_at, base, cmd, k, t):
 
 @njit(cache=True, _nrt=False)
 def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
+    # (unsigned indexes: no test for a negative one; a raise by max rather than a branch, as whether an
+    # update raises is unpredictable; the window deques wrap by a compare, not a division)
     slot_base, F = U
-    s = slot_base[cmd] + k
-    upd_ptr, upd_idx, upd_lat = F[U_PTR] + s, F[U_IDX], F[U_LAT]
-    for i in range(F[upd_ptr], F[upd_ptr + 1]):
-        v = t + F[upd_lat + i]
-        j = base + F[upd_idx + i]
-        if v > next_at[j]:
-            next_at[j] = v
-    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = (F[W_PTR] + s, F[W_SLOT], F[W_COUNT], F[W_CYCLES],
-                                                                  F[M_PTR], F[M_IDX])
-    for w in range(F[win_ptr], F[win_ptr + 1]):
-        ws = wbase + F[win_slot + w]
+    s = UI(slot_base[cmd] + k)
+    upd_ptr, upd_idx, upd_lat = UI(F[U_PTR]) + s, UI(F[U_IDX]), UI(F[U_LAT])
+    for i in range(UI(F[upd_ptr]), UI(F[upd_ptr + ONE_BIT])):
+        j = UI(base + F[upd_idx + i])
+        next_at[j] = max(next_at[j], t + F[upd_lat + i])
+    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = (UI(F[W_PTR]) + s, UI(F[W_SLOT]), UI(F[W_COUNT]),
+                                                                  UI(F[W_CYCLES]), UI(F[M_PTR]), UI(F[M_IDX]))
+    for w in range(UI(F[win_ptr]), UI(F[win_ptr + ONE_BIT])):
+        ws = UI(wbase + F[win_slot + w])
         count = F[win_count + w]
-        n = hist_len[ws]
+        n, h = hist_len[ws], hist_head[ws]
         if n < count:                       # a deque of the last `count` issue cycles
-            hist[ws, (hist_head[ws] + n) % count] = t
-            hist_len[ws] = n + 1
+            at = h + n
+            hist[ws, UI(at - count if at >= count else at)] = t
+            n += 1
+            hist_len[ws] = n
         else:
-            hist[ws, hist_head[ws]] = t
-            hist_head[ws] = (hist_head[ws] + 1) % count
-        if hist_len[ws] == count:           # the next member waits for the oldest + window
-            v = hist[ws, hist_head[ws]] + F[win_cycles + w]
-            for i in range(F[mem_ptr + w], F[mem_ptr + w + 1]):
-                j = base + F[mem_idx + i]
-                if v > next_at[j]:
-                    next_at[j] = v
+            hist[ws, UI(h)] = t
+            h = 0 if h + 1 == count else h + 1
+            hist_head[ws] = h
+        if n == count:                      # the next member waits for the oldest + window
+            v = hist[ws, UI(h)] + F[win_cycles + w]
+            for i in range(UI(F[mem_ptr + w]), UI(F[mem_ptr + w + ONE_BIT])):
+                j = UI(base + F[mem_idx + i])
+                next_at[j] = max(next_at[j], v)
     issued[ch, cmd] += 1
 
 
