@@ -800,12 +800,20 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
 
 @njit(cache=True, inline="always", _nrt=False)
 def _at_most(qc, q0, n, thr):
-    """A bitmask of the queues q0 .. q0 + n - 1 whose least bound is at most `thr`. A bit shifted in per queue
-    makes each step depend on the one before, which keeps the loop scalar: vectorized for the generic x86-64
-    of the ahead-of-time build (no 64-bit compares, no per-lane shifts), it ran many times slower."""
+    """A bitmask of the queues q0 .. q0 + n - 1 whose least bound is at most `thr`. Two bits go in a step, by
+    constant shifts: a bit shifted in per queue makes each step wait for the one before, and a shift per queue
+    by its index gets the loop vectorized, which for the generic x86-64 of the ahead-of-time build (no 64-bit
+    compares, no per-lane shifts) ran many times slower."""
+    least = qc[Q_LEAST]
     m = np.uint64(0)
-    for i in range(n - 1, -1, -1):      # (an unsigned index: no test for a negative one)
-        m = m + m + np.uint64(qc[Q_LEAST, np.uint64(q0 + i)] <= thr)
+    i = n
+    if i % 2:                           # (unsigned indexes: no test for a negative one)
+        i -= 1
+        m = np.uint64(least[UI(q0 + i)] <= thr)
+    while i:
+        i -= 2
+        q = UI(q0 + i)
+        m = (m << np.uint64(2)) | (np.uint64(least[q + ONE_BIT] <= thr) << ONE_BIT | np.uint64(least[q] <= thr))
     return m
 
 
