@@ -35,7 +35,7 @@ FOLDER = PACKAGE / "_aot"
 
 _I, _F = "int64[::1]", "float64[::1]"
 _I2, _I3 = "int64[:, ::1]", "int64[:, :, ::1]"
-_T = f"UniTuple({_I}, 6)"                    # the flat rule tables (dram/core.build_tables)
+_T = f"UniTuple({_I}, 4)"                    # the flat rule tables (dram/core.build_tables)
 
 # kernel module (relative to the package) -> its kernels called from Python -> signature (numba's types;
 # arrays C-ordered: `[::1]`, `[:, ::1]`, ...). A kernel they call is compiled into the same extension.
@@ -53,7 +53,7 @@ KERNELS: dict[str, dict[str, str]] = {
     "interpreter/dram/stream_core.py": {
         "issue_run": f"Tuple((int64, int64, int64, int64, {_I2}))({_T}, {_I}, {_I2}, {_I2}, {_I}, {_I}, {_I}, {_I}, "
                      f"{_I}, {_I2}, {_I}, {_I}, {_I2}, {_I3}, {_I3}, {_I}, {_I2}, {_I2}, {_I})",
-        "_earliest": f"int64(UniTuple({_I}, 3), {_I}, int64, int64, int64, int64)",    # (core.checks(T))
+        "_earliest": f"int64({_I}, {_I}, int64, int64, int64, int64)",    # (core.checks(T))
     },
     "sparsity/activations.py": {
         "_interp_uniform": f"none(float32[::1], {_F}, {_F}, {_F}, float64, {_F})",

@@ -93,10 +93,11 @@ def test_arguments_not_of_the_signature_go_to_numba_s_kernel_and_the_build_compu
     for args in [(device.astype(np.int32), activity, 6), (device[::2], activity[::2], 6), (device, activity, 6.0),
                  (device, activity, True), (device, activity), (device.reshape(5, 100), activity, 6)]:
         assert ahead(*args) == "numba"
-    C = tuple(np.zeros(2, np.int64) for _ in range(3))          # core.checks of the tables
+    C = np.zeros(2, np.int64)           # core.checks of the tables
     checks = aot._argument_checks(aot.KERNELS["interpreter/dram/stream_core.py"]["_earliest"])
     assert all(map(aot._fits, checks, (C, np.zeros(3, np.int64), 0, 1, 2, 3)))
-    assert not all(map(aot._fits, checks, (C[:2], np.zeros(3, np.int64), 0, 1, 2, 3)))
+    assert not all(map(aot._fits, checks, ((C,), np.zeros(3, np.int64), 0, 1, 2, 3)))
+    assert not all(map(aot._fits, checks, (C.astype(np.int32), np.zeros(3, np.int64), 0, 1, 2, 3)))
     assert not all(map(aot._fits, checks, (C, np.zeros(3, np.int64), 0, 1, 2, np.int32(3))))
 
 

@@ -295,7 +295,8 @@ class CompiledCommandTimer(CommandTimer):
         if s is None:
             return after
         _, cmd, k, bank = self.place_rows[self._place(_PLACE(c))].tolist()
-        C, next_at, base, core_earliest = self.T[:3], self.arrays["next_at"], s * self.n_at, self.K._earliest
+        from .core import T_CHECKS
+        C, next_at, base, core_earliest = self.T[T_CHECKS], self.arrays["next_at"], s * self.n_at, self.K._earliest
         earliest = lambda cmd, k, now: int(core_earliest(C, next_at, base, cmd, k, now))      # (C: core.checks)
         declared = self.tables.base[cmd]
         return self._twin_earliest(earliest, declared, self.tables.target_level(declared), k, bank,

@@ -55,10 +55,17 @@ RQ, WQ, AQ, CQ = 0, 1, 2, 3           # per-bank queues: reads, writes, active, 
 (N_READS, N_WRITES, N_ACTIVE, WRITE_MODE, NEXT_DUE, MOVED, LAST_DONE,
  D_VALID, D_T, D_CMD, D_K, D_REQ, D_AUX, ACT2_BANK, ACT2_DUE, CLOCK_UNTIL, F_CMD, F_K, F_REQ, DRAINING, LAST_BANK,
  N_CS) = range(22)
+# and after them the scheduler's scratch: a bank's (at most three) candidate commands, then their requests
+# (in the channel's row rather than an array of their own: one array argument fewer for _decide)
+CAND_CMD, CAND_REQ = N_CS, N_CS + 3
 # fields of `P` (parameters)
 (P_ACT, P_PRE, P_RD, P_WR, P_RDA, P_WRA, P_PREA, P_NB, P_NCMDS, P_PER_BANK, P_FCFS, P_ROWHIT, P_CAP,
  P_RQ_DEPTH, P_WQ_DEPTH, P_CQ_DEPTH, P_RL, P_NU, P_NA, P_NW, P_ANY, P_AAD, P_SYNC, P_WL, P_POST, P_BATCH, P_IDLE,
  P_RR, P_LOW, P_HIGH, N_P) = range(31)
+# columns of a channel's refresh units (`RF[c, u]`): the unit's own (`units[u]`: command, level, node, first due
+# cycle, interval, banks b0 .. b1 - 1, PREA usable), then when it falls due next and whether it is pending;
+# one array, as a call copies every array argument onto the stack
+UF_CMD, UF_LEVEL, UF_K, UF_FIRST, UF_EVERY, UF_B0, UF_B1, UF_PREA, UF_DUE, UF_PENDING, N_UF = range(11)
 # first-command codes
 HIT, MISS, CONFLICT = 1, 2, 3
 # rows of the per-request array `R` and of the per-bank array `BS` (one array each, as a call copies every
@@ -71,12 +78,15 @@ BS_OPEN, BS_HITS, BS_BLOCKED, N_BS = range(4)
 Q_N, Q_CMD, Q_REQ, Q_LB, Q_STALE, Q_LEAST, Q_ORD, N_Q = 0, 1, 4, 7, 10, 11, 12, 13
 
 
-# the tables `build_tables` returns, in this order: the update and window lists are one array (`UPDATES`),
-# segments after a header of their offsets, as a call copies each array argument onto the stack field by field
-T_SLOT_BASE, T_CHK_PTR, T_CHK_IDX, T_UPDATES, T_LEVEL, T_SPAN, N_T = range(7)
-# segments of T_UPDATES: per (command, node) slot its updates' and windows' ranges, then per update its next_at
-# index and latency, per window its slot, count and cycles and its members' range, then the members
-U_PTR, U_IDX, U_LAT, W_PTR, W_SLOT, W_COUNT, W_CYCLES, M_PTR, M_IDX, N_U = range(10)
+# the tables `build_tables` returns, in this order: the check lists are one array (`CHECKS`), the update and
+# window lists another (`UPDATES`), as a call copies each array argument onto the stack field by field.
+# CHECKS: per command where its (command, node) slots start, per slot where its checks start, then the checks
+# (next_at indexes); each an absolute index into CHECKS, so that a lookup costs no more than in separate arrays
+T_CHECKS, T_UPDATES, T_LEVEL, T_SPAN, N_T = range(5)
+# segments of T_UPDATES, after a header of their offsets: per command its first slot's index into the U_PTR
+# segment, per (command, node) slot its updates' and windows' ranges, then per update its next_at index and
+# latency, per window its slot, count and cycles and its members' range, then the members
+U_SLOT, U_PTR, U_IDX, U_LAT, W_PTR, W_SLOT, W_COUNT, W_CYCLES, M_PTR, M_IDX, N_U = range(11)
 
 
 def build_tables(tables: ChannelTables):
@@ -108,44 +118,48 @@ def build_tables(tables: ChannelTables):
     span = np.ones(BANK + 1, np.int64)          # banks under one node of each level
     for lv in range(BANK - 1, -1, -1):
         span[lv] = span[lv + 1] * tables.fanout[lv + 1]
-    segments = (upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx)
+    u_ptr_at = N_U + n_cmds + 1                 # where the U_PTR segment starts
+    segments = ([u_ptr_at + s for s in slot_base], upd_ptr, upd_idx, upd_lat, win_ptr, win_slot, win_count,
+                win_cycles, mem_ptr, mem_idx)
     updates, at = [], N_U
     for seg in segments:
         updates.append(at)
         at += len(seg)
     for seg in segments:
         updates += seg
+    ptr_at = n_cmds + 1                         # CHECKS: slots from, checks from
+    idx_at = ptr_at + len(chk_ptr)
+    checks = [ptr_at + s for s in slot_base] + [idx_at + i for i in chk_ptr] + chk_idx
     arr = lambda x: np.asarray(x, np.int64)
-    return slot_base, arr(chk_ptr), arr(chk_idx), arr(updates), level, span
+    return arr(checks), arr(updates), level, span
 
 
 # ---- timing state ---------------------------------------------------------------------------------
 
 @njit(cache=True, inline="always", _nrt=False)
 def checks(T):
-    """The tables `_earliest` reads (its `C`)."""
-    return T[T_SLOT_BASE], T[T_CHK_PTR], T[T_CHK_IDX]
+    """The table `_earliest` reads (its `C`)."""
+    return T[T_CHECKS]
 
 
 @njit(cache=True, inline="always", _nrt=False)
 def updates(T):
-    """The tables `_state_issue` reads (its `U`)."""
-    return T[T_SLOT_BASE], T[T_UPDATES]
+    """The table `_state_issue` reads (its `U`)."""
+    return T[T_UPDATES]
 
 
 @njit(cache=True, inline="always", _nrt=False)
 def _earliest(C, next_at, base, cmd, k, t):
-    slot_base, chk_ptr, chk_idx = C
-    s = UI(slot_base[UI(cmd)] + k)
-    first, end = chk_ptr[s], chk_ptr[s + ONE_BIT]
+    s = UI(C[UI(cmd)] + k)
+    first, end = C[s], C[s + ONE_BIT]
     if end - first == BANK + 1:         # a bank's command: its node and each one above, a loop of known length
         for i in range(BANK + 1):       # (which stays scalar and unrolled; vectorized, a short loop costs more)
-            v = next_at[UI(base + chk_idx[UI(first + i)])]
+            v = next_at[UI(base + C[UI(first + i)])]
             if v > t:
                 t = v
         return t
     for i in range(first, end):
-        v = next_at[UI(base + chk_idx[UI(i)])]
+        v = next_at[UI(base + C[UI(i)])]
         if v > t:
             t = v
     return t
@@ -153,32 +167,35 @@ def _earliest(C, next_at, base, cmd, k, t):
 
 @njit(cache=True, _nrt=False)
 def _state_issue(U, next_at, base, hist, hist_len, hist_head, wbase, issued, ch, cmd, k, t):
-    slot_base, F = U
-    s = slot_base[cmd] + k
-    upd_ptr, upd_idx, upd_lat = F[U_PTR] + s, F[U_IDX], F[U_LAT]
-    for i in range(F[upd_ptr], F[upd_ptr + 1]):
-        v = t + F[upd_lat + i]
-        j = base + F[upd_idx + i]
-        if v > next_at[j]:
-            next_at[j] = v
-    win_ptr, win_slot, win_count, win_cycles, mem_ptr, mem_idx = (F[W_PTR] + s, F[W_SLOT], F[W_COUNT], F[W_CYCLES],
-                                                                  F[M_PTR], F[M_IDX])
-    for w in range(F[win_ptr], F[win_ptr + 1]):
-        ws = wbase + F[win_slot + w]
+    # (unsigned indexes: no test for a negative one; a raise by max rather than a branch, as whether an
+    # update raises is unpredictable; the window deques wrap by a compare, not a division)
+    F = U
+    upd_ptr = UI(F[UI(F[U_SLOT] + cmd)] + k)        # the slot's entry in the U_PTR segment
+    upd_idx, upd_lat = UI(F[U_IDX]), UI(F[U_LAT])
+    for i in range(UI(F[upd_ptr]), UI(F[upd_ptr + ONE_BIT])):
+        j = UI(base + F[upd_idx + i])
+        next_at[j] = max(next_at[j], t + F[upd_lat + i])
+    win_ptr = upd_ptr + UI(F[W_PTR] - F[U_PTR])     # (the slot's entry in the W_PTR segment)
+    win_slot, win_count, win_cycles, mem_ptr, mem_idx = (UI(F[W_SLOT]), UI(F[W_COUNT]), UI(F[W_CYCLES]),
+                                                         UI(F[M_PTR]), UI(F[M_IDX]))
+    for w in range(UI(F[win_ptr]), UI(F[win_ptr + ONE_BIT])):
+        ws = UI(wbase + F[win_slot + w])
         count = F[win_count + w]
-        n = hist_len[ws]
+        n, h = hist_len[ws], hist_head[ws]
         if n < count:                       # a deque of the last `count` issue cycles
-            hist[ws, (hist_head[ws] + n) % count] = t
-            hist_len[ws] = n + 1
+            at = h + n
+            hist[ws, UI(at - count if at >= count else at)] = t
+            n += 1
+            hist_len[ws] = n
         else:
-            hist[ws, hist_head[ws]] = t
-            hist_head[ws] = (hist_head[ws] + 1) % count
-        if hist_len[ws] == count:           # the next member waits for the oldest + window
-            v = hist[ws, hist_head[ws]] + F[win_cycles + w]
-            for i in range(F[mem_ptr + w], F[mem_ptr + w + 1]):
-                j = base + F[mem_idx + i]
-                if v > next_at[j]:
-                    next_at[j] = v
+            hist[ws, UI(h)] = t
+            h = 0 if h + 1 == count else h + 1
+            hist_head[ws] = h
+        if n == count:                      # the next member waits for the oldest + window
+            v = hist[ws, UI(h)] + F[win_cycles + w]
+            for i in range(UI(F[mem_ptr + w]), UI(F[mem_ptr + w + ONE_BIT])):
+                j = UI(base + F[mem_idx + i])
+                next_at[j] = max(next_at[j], v)
     issued[ch, cmd] += 1
 
 
@@ -258,7 +275,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
     # more than the callee's work: each callee gets the tables it reads (checks: _earliest; updates: _state_issue)
     C, U = checks(T), updates(T)
     n_units = P[P_NU]
-    # units: cmd, level, k, first due, interval, bank0, bank1, prea usable
+    # units: cmd, level, k, first due, interval, bank0, bank1, prea usable (each channel its copy in RF: UF_*)
     R = np.full((N_R, n), -1, np.int64)
     nxt, prv, eligible, order, accepted, done, where = (R[R_NXT], R[R_PRV], R[R_ELIG], R[R_ORD], R[R_ACC], R[R_DONE],
                                                         R[R_WHERE])
@@ -278,9 +295,8 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
     open_row, hits, blocked = BS[BS_OPEN], BS[BS_HITS], BS[BS_BLOCKED]
     open_row[:] = -1
     in_bank = np.zeros((n_ch, nb), np.int64)
-    due = np.zeros((n_ch, max(n_units, 1)), np.int64)
-    pending = np.zeros((n_ch, max(n_units, 1)), np.bool_)
-    cs = np.zeros((n_ch, N_CS), np.int64)
+    RF = np.zeros((n_ch, max(n_units, 1), N_UF), np.int64)
+    cs = np.zeros((n_ch, CAND_REQ + 3), np.int64)
     n_at = P[P_NA]
     next_at = np.zeros(n_ch * n_at, np.int64)
     n_w = P[P_NW]
@@ -304,12 +320,12 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
         cs[c, LAST_BANK] = -1
         nd = NEVER
         for u in range(n_units):
-            due[c, u] = units[u, 3]
-            if due[c, u] < nd:
-                nd = due[c, u]
+            RF[c, u, :UF_DUE] = units[u]
+            RF[c, u, UF_DUE] = units[u, UF_FIRST]
+            if RF[c, u, UF_DUE] < nd:
+                nd = RF[c, u, UF_DUE]
         cs[c, NEXT_DUE] = nd
     times = np.zeros(n_ch, np.int64)
-    cands = np.empty((2, 3), np.int64)         # scratch: a bank's candidate commands and requests
     # per queue, its bank's cached candidates (_best_cached); one array, as it is passed on every call
     qc = np.zeros((N_Q, nq), np.int64)
     qc[Q_STALE] = 1
@@ -345,7 +361,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
         t_next = NEVER64
         for c in range(n_ch):
             if not (cs[c, D_VALID] and cs[c, D_T] >= now):       # (_decide's own test, without the call)
-                _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
+                _decide(C, P, RF, cs, c, now, next_at, BS, qhead, qlen, slen, R, cache)
             t = cs[c, D_T] if cs[c, D_VALID] else NEVER
             if per_bank and (t == NEVER or t > now) and _movable(P, cs, shead, slen, nxt, in_bank, bank, c) >= 0:
                 t = now
@@ -365,11 +381,11 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
             t = t_next
             for _ in range(1 << 30):
                 if not (cs[c, D_VALID] and cs[c, D_T] >= t):
-                    _decide(C, P, units, cs, c, t, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache)
+                    _decide(C, P, RF, cs, c, t, next_at, BS, qhead, qlen, slen, R, cache)
                 if not (cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == TIMER):
                     break
                 cs[c, D_VALID] = 0                    # a refresh timer
-                _falls_due(P, units, cs, c, t, due, pending, blocked)
+                _falls_due(P, RF, cs, c, t, blocked)
             if cs[c, D_VALID] and cs[c, D_T] == t and cs[c, D_CMD] == SECOND_HALF:
                 cs[c, D_VALID] = 0
                 cs[c, ACT2_BANK] = -1
@@ -393,7 +409,7 @@ def replay_core(T, P, units, arrival, channel, is_write, bank, row, n_ch, record
                     records[n_rec, 4] = req
                     n_rec += 1
                 if req < 0:
-                    _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span)
+                    _refresh_step(P, RF, cs, c, cmd, k, open_row, blocked, level, span)
                     _touch(qc, nb, c, k * span[level[cmd]], (k + 1) * span[level[cmd]])
                 else:
                     _issued_request(P, cs, c, cmd, k, req, t, BS, first_cmd, R, in_bank, qhead, qtail,
@@ -484,20 +500,21 @@ def _movable(P, cs, shead, slen, nxt, in_bank, bank, c):
 
 
 @njit(cache=True, _nrt=False)
-def _falls_due(P, units, cs, c, now, due, pending, blocked):
+def _falls_due(P, RF, cs, c, now, blocked):
     nd = NEVER
     for u in range(P[P_NU]):
-        if due[c, u] <= now and not pending[c, u]:
-            pending[c, u] = True
-            for b in range(units[u, 5], units[u, 6]):
+        unit = RF[c, u]
+        if unit[UF_DUE] <= now and not unit[UF_PENDING]:
+            unit[UF_PENDING] = 1
+            for b in range(unit[UF_B0], unit[UF_B1]):
                 blocked[c, b] = True
-        if not pending[c, u] and due[c, u] < nd:
-            nd = due[c, u]
+        if not unit[UF_PENDING] and unit[UF_DUE] < nd:
+            nd = unit[UF_DUE]
     cs[c, NEXT_DUE] = nd
 
 
 @njit(cache=True, _nrt=False)
-def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, slen, R, cands, cache):
+def _decide(C, P, RF, cs, c, now, next_at, BS, qhead, qlen, slen, R, cache):
     """Leaves the channel's next issue in cs[c, D_*] (D_VALID 0 when idle; D_CMD -1 for a refresh timer)."""
     if cs[c, D_VALID] and cs[c, D_T] >= now:
         return
@@ -506,7 +523,7 @@ def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, sle
     row, is_write, bank = R[R_ROW], R[R_WRITE], R[R_BANK]
     n_units = P[P_NU]
     if n_units and cs[c, NEXT_DUE] <= now:
-        _falls_due(P, units, cs, c, now, due, pending, blocked)
+        _falls_due(P, RF, cs, c, now, blocked)
     base = c * P[P_NA]
     act2 = cs[c, ACT2_BANK]
     aux = -1
@@ -516,9 +533,8 @@ def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, sle
         found, bcmd, bk, breq = True, cs[c, F_CMD], cs[c, F_K], cs[c, F_REQ]
         bt = _earliest(C, next_at, base, bcmd, bk, now)
     else:
-        found, bt, bcmd, bk, breq = _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending,
-                                          qhead, qlen, nxt, slen, eligible, order, accepted, row, is_write, bank,
-                                          cands, cache)
+        found, bt, bcmd, bk, breq = _best(C, P, RF, cs, c, now, next_at, open_row, hits, blocked, qhead, qlen,
+                                          nxt, slen, eligible, order, accepted, row, is_write, bank, cache)
         if act2 >= 0 and (not found or bt > now):      # an idle command cycle
             found, bt, bcmd, bk, breq = True, now, SECOND_HALF, act2, -1
         elif (P[P_SYNC] and found and breq >= 0 and bt >= cs[c, CLOCK_UNTIL] and bcmd != P[P_ACT]
@@ -542,8 +558,8 @@ def _decide(C, P, units, cs, c, now, next_at, BS, due, pending, qhead, qlen, sle
 
 
 @njit(cache=True, inline="always", _nrt=False)
-def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qhead, qlen, nxt, slen,
-          eligible, order, accepted, row, is_write, bank, cands, cache):
+def _best(C, P, RF, cs, c, now, next_at, open_row, hits, blocked, qhead, qlen, nxt, slen,
+          eligible, order, accepted, row, is_write, bank, cache):
     """The queues' and refresh's next command: (found, t, cmd, k, req); updates the write-drain mode."""
     n_units = P[P_NU]
     base = c * P[P_NA]
@@ -554,10 +570,10 @@ def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qh
     found = np.bool_(False)
     refreshing = False
     for u in range(n_units):
-        if not pending[c, u]:
+        if not RF[c, u, UF_PENDING]:
             continue
         refreshing = True
-        ok, t, cmd, k = _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen)
+        ok, t, cmd, k = _refresh_candidate(C, P, RF, u, c, now, next_at, base, open_row, qlen)
         if ok and (not found or t < bt):
             found = True
             bt, bcls, bord, bcmd, bk, breq = t, 1, 0, cmd, k, -1
@@ -578,7 +594,7 @@ def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qh
     if not P[P_FCFS]:
         found, bt, bcls, bord, bcmd, bk, breq = _best_cached(
             C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-            accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq)
+            accepted, row, is_write, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq)
         return found, bt, bcmd, bk, breq
     for kind in kinds:
         if kind < 0:
@@ -586,13 +602,14 @@ def _best(C, P, units, cs, c, now, next_at, open_row, hits, blocked, pending, qh
         cls = 0 if kind == AQ else 2
         found, bt, bcls, bord, bcmd, bk, breq = _best_oldest(
             C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-            accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq)
+            accepted, row, is_write, bank, no_act, found, bt, bcls, bord, bcmd, bk, breq)
     return found, bt, bcmd, bk, breq
 
 
 @njit(cache=True, _nrt=False)
-def _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen):
-    cmd, k, b0, b1, prea_ok = units[u, 0], units[u, 2], units[u, 5], units[u, 6], units[u, 7]
+def _refresh_candidate(C, P, RF, u, c, now, next_at, base, open_row, qlen):
+    unit = RF[c, u]
+    cmd, k, b0, b1, prea_ok = unit[UF_CMD], unit[UF_K], unit[UF_B0], unit[UF_B1], unit[UF_PREA]
     nb = P[P_NB]
     any_open = False
     any_active = False
@@ -621,7 +638,7 @@ def _refresh_candidate(C, P, units, u, c, now, next_at, base, open_row, qlen):
 
 @njit(cache=True, _nrt=False)
 def _best_oldest(C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible,
-                 order, accepted, row, is_write, bank, cands, no_act, found, bt, bcls, bord, bcmd, bk, breq):
+                 order, accepted, row, is_write, bank, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """fcfs: the candidates of the oldest queued request only."""
     nb = P[P_NB]
     only = -1
@@ -637,7 +654,7 @@ def _best_oldest(C, P, cs, c, kind, cls, now, next_at, base, open_row, hits, blo
     orow = open_row[c, b]
     if orow < 0 and no_act:             # no ACT before the previous one's second cycle
         return found, bt, bcls, bord, bcmd, bk, breq
-    cand_cmd, cand_req = cands[0], cands[1]
+    cand_cmd, cand_req = cs[c, CAND_CMD:CAND_CMD + 3], cs[c, CAND_REQ:CAND_REQ + 3]
     nc = _bank_cands(P, c, b, only, True, orow, qhead, qlen, nxt, hits, accepted, row, is_write, cand_cmd, cand_req)
     # ties: the oldest request, or (round_robin) the first bank after the last served
     ahead = (b - cs[c, LAST_BANK] - 1 + nb) % nb * P[P_RR] if P[P_RR] else 0
@@ -697,7 +714,7 @@ def _bank_cands(P, c, b, first, single, orow, qhead, qlen, nxt, hits, accepted, 
 
 @njit(cache=True, inline="always", _nrt=False)
 def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked, qhead, qlen, nxt, eligible, order,
-                 accepted, row, is_write, cands, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
+                 accepted, row, is_write, cache, no_act, found, bt, bcls, bord, bcmd, bk, breq):
     """`_best_of` over `kinds` from each bank's cached candidates, rather than rescanning queues and rules.
     `cache` holds per queue (a column of the Q_* rows) the candidates' count, commands, requests, a lower
     bound of each one's issue cycle, a stale flag, the least of the bounds and the oldest candidate's age,
@@ -710,7 +727,7 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
     qc, qmask = cache
     nb = P[P_NB]
     act, rr, last = P[P_ACT], P[P_RR], cs[c, LAST_BANK]
-    cand_cmd, cand_req = cands[0], cands[1]
+    cand_cmd, cand_req = cs[c, CAND_CMD:CAND_CMD + 3], cs[c, CAND_REQ:CAND_REQ + 3]
     words = (nb + 63) // 64
     for kind in kinds:
         if kind < 0:
@@ -783,12 +800,20 @@ def _best_cached(C, P, cs, c, kinds, now, next_at, base, open_row, hits, blocked
 
 @njit(cache=True, inline="always", _nrt=False)
 def _at_most(qc, q0, n, thr):
-    """A bitmask of the queues q0 .. q0 + n - 1 whose least bound is at most `thr`. A bit shifted in per queue
-    makes each step depend on the one before, which keeps the loop scalar: vectorized for the generic x86-64
-    of the ahead-of-time build (no 64-bit compares, no per-lane shifts), it ran many times slower."""
+    """A bitmask of the queues q0 .. q0 + n - 1 whose least bound is at most `thr`. Two bits go in a step, by
+    constant shifts: a bit shifted in per queue makes each step wait for the one before, and a shift per queue
+    by its index gets the loop vectorized, which for the generic x86-64 of the ahead-of-time build (no 64-bit
+    compares, no per-lane shifts) ran many times slower."""
+    least = qc[Q_LEAST]
     m = np.uint64(0)
-    for i in range(n - 1, -1, -1):      # (an unsigned index: no test for a negative one)
-        m = m + m + np.uint64(qc[Q_LEAST, np.uint64(q0 + i)] <= thr)
+    i = n
+    if i % 2:                           # (unsigned indexes: no test for a negative one)
+        i -= 1
+        m = np.uint64(least[UI(q0 + i)] <= thr)
+    while i:
+        i -= 2
+        q = UI(q0 + i)
+        m = (m << np.uint64(2)) | (np.uint64(least[q + ONE_BIT] <= thr) << ONE_BIT | np.uint64(least[q] <= thr))
     return m
 
 
@@ -895,7 +920,7 @@ def _track_rows(effect, width, per_rank, bank_open, rows, c, k, t):
 
 
 @njit(cache=True, _nrt=False)
-def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, level, span):
+def _refresh_step(P, RF, cs, c, cmd, k, open_row, blocked, level, span):
     if cmd == P[P_PRE]:
         open_row[c, k] = -1
         return
@@ -906,13 +931,14 @@ def _refresh_step(P, units, cs, c, cmd, k, open_row, due, pending, blocked, leve
             open_row[c, b] = -1
         return
     for u in range(P[P_NU]):
-        if pending[c, u] and units[u, 0] == cmd and units[u, 2] == k:
-            pending[c, u] = False
-            due[c, u] += units[u, 4]
-            for b in range(units[u, 5], units[u, 6]):
+        unit = RF[c, u]
+        if unit[UF_PENDING] and unit[UF_CMD] == cmd and unit[UF_K] == k:
+            unit[UF_PENDING] = 0
+            unit[UF_DUE] += unit[UF_EVERY]
+            for b in range(unit[UF_B0], unit[UF_B1]):
                 blocked[c, b] = False
-            if due[c, u] < cs[c, NEXT_DUE]:
-                cs[c, NEXT_DUE] = due[c, u]
+            if unit[UF_DUE] < cs[c, NEXT_DUE]:
+                cs[c, NEXT_DUE] = unit[UF_DUE]
             break
 
 
